@@ -1,0 +1,1 @@
+"""Derived analyses over the normalised model; each returns a DataFrame (HTA style)."""

@@ -1,0 +1,159 @@
+"""Per-step time breakdown of a rank, from whichever evidence the profile has.
+
+Evidence, best first:
+
+1. ``step_trace_time.csv`` with one row per step (torch_npu, simulator) or the
+   legacy syscnt step trace;
+2. ``trace_view.json``: ``ProfilerStep#<n>`` events give the step windows and
+   ``Overlap Analysis`` events (threads ``Computing``, ``Communication``,
+   ``Communication(Not Overlapped)``, ``Free``) are summed inside each window;
+   ``preparing_us`` = first ``Ascend Hardware`` task start − step start;
+3. MindSpore's single whole-collection ``step_trace_time.csv`` row (``Step=0``),
+   divided by the number of steps when the step count is known (flagged
+   ``averaged``).
+
+Returns a DataFrame with :data:`BREAKDOWN_COLUMNS`; ``source`` says which
+evidence was used. Functions here return DataFrames, in the spirit of HTA.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from advisor_core.model.run import Rank
+
+BREAKDOWN_COLUMNS = (
+    "step",
+    "total_us",
+    "computing_us",
+    "communication_not_overlapped_us",
+    "communication_us",
+    "free_us",
+    "preparing_us",
+    "bubble_us",
+    "iteration_interval_us",
+    "fp_bp_us",
+    "tail_us",
+    "source",
+)
+
+_STEP_EVENT = re.compile(r"^ProfilerStep#(\d+)$")
+_OVERLAP_THREADS = {
+    "Computing": "computing_us",
+    "Communication": "communication_us",
+    "Communication(Not Overlapped)": "communication_not_overlapped_us",
+    "Free": "free_us",
+}
+
+
+def step_windows(rank: Rank) -> pd.DataFrame | None:
+    """``ProfilerStep#<n>`` windows from the trace: ``step``, ``start_ns``, ``end_ns``."""
+    ev = rank.table("trace_events", ["name", "ph", "ts_ns", "dur_us", "process_name"])
+    if ev is None or ev.empty:
+        return None
+    names = ev["name"].astype("string")
+    m = names.str.extract(_STEP_EVENT.pattern, expand=False)
+    mask = m.notna() & (ev["ph"] == "X") & ev["ts_ns"].notna()
+    if not mask.any():
+        return None
+    w = pd.DataFrame(
+        {
+            "step": m[mask].astype(int).to_numpy(),
+            "start_ns": ev.loc[mask, "ts_ns"].astype("int64").to_numpy(),
+            "dur_us": ev.loc[mask, "dur_us"].to_numpy(),
+        }
+    )
+    w["end_ns"] = w["start_ns"] + np.round(w["dur_us"].fillna(0.0) * 1000).astype("int64")
+    w = w.drop_duplicates("step").sort_values("start_ns").reset_index(drop=True)
+    return w[["step", "start_ns", "end_ns"]]
+
+
+def _from_trace(rank: Rank) -> pd.DataFrame | None:
+    windows = step_windows(rank)
+    if windows is None:
+        return None
+    ev = rank.table("trace_events", ["name", "ph", "ts_ns", "dur_us", "process_name", "thread_name"])
+    assert ev is not None
+    oa = ev[(ev["process_name"] == "Overlap Analysis") & (ev["ph"] == "X") & ev["ts_ns"].notna()]
+    if oa.empty:
+        return None
+    starts = windows["start_ns"].to_numpy()
+    ends = windows["end_ns"].to_numpy()
+    ts = oa["ts_ns"].astype("int64").to_numpy()
+    idx = np.searchsorted(starts, ts, side="right") - 1
+    inside = (idx >= 0) & (ts < ends[np.clip(idx, 0, len(ends) - 1)])
+    part = pd.DataFrame(
+        {
+            "step": windows["step"].to_numpy()[np.clip(idx, 0, len(ends) - 1)][inside],
+            "col": oa["thread_name"].map(_OVERLAP_THREADS).to_numpy()[inside],
+            "dur": oa["dur_us"].to_numpy()[inside],
+        }
+    ).dropna(subset=["col"])
+    table = part.pivot_table(index="step", columns="col", values="dur", aggfunc="sum", fill_value=0.0)
+    out = pd.DataFrame({"step": windows["step"]})
+    for col in _OVERLAP_THREADS.values():
+        out[col] = out["step"].map(table[col]) if col in table.columns else 0.0
+        out[col] = out[col].fillna(0.0)
+    out["total_us"] = out["computing_us"] + out["communication_not_overlapped_us"] + out["free_us"]
+    hw = ev[(ev["process_name"] == "Ascend Hardware") & (ev["ph"] == "X") & ev["ts_ns"].notna()]
+    if not hw.empty:
+        hts = np.sort(hw["ts_ns"].astype("int64").to_numpy())
+        first = np.searchsorted(hts, starts, side="left")
+        prep = [
+            (hts[f] - s) / 1000.0 if f < len(hts) and hts[f] < e else np.nan
+            for f, s, e in zip(first, starts, ends)
+        ]
+        out["preparing_us"] = prep
+    out["source"] = "trace_view.json ProfilerStep + Overlap Analysis"
+    return out
+
+
+def step_breakdown(rank: Rank) -> pd.DataFrame | None:
+    """Per-step breakdown (µs) or ``None`` when the profile has no step evidence at all."""
+    st = rank.table("step_trace")
+    src = rank.table_source("step_trace")
+    if st is not None and not st.empty and not bool(st["whole_run"].all()):
+        out = st.drop(columns=["whole_run", "device_id", "overlapped_us", "stage_us",
+                                "communication_not_overlapped_exclude_receive_us"], errors="ignore").copy()
+        out["source"] = src[0].name if src else "step_trace"
+        return _finish(out)
+    from_trace = _from_trace(rank)
+    if from_trace is not None:
+        return _finish(from_trace)
+    if st is not None and not st.empty:
+        out = st.drop(columns=["whole_run", "device_id"], errors="ignore").copy()
+        n = _step_count(rank)
+        name = src[0].name if src else "step_trace"
+        if n and n > 1:
+            num = out.select_dtypes("number").columns.drop("step", errors="ignore")
+            out[num] = out[num] / n
+            out["step"] = pd.array([None], dtype="Int64")
+            out["source"] = f"{name} whole-run row averaged over {n} steps"
+        else:
+            out["source"] = f"{name} (whole collection)"
+        return _finish(out)
+    return None
+
+
+def _step_count(rank: Rank) -> int | None:
+    w = step_windows(rank)
+    if w is not None:
+        return len(w)
+    if rank.has_table("kernels") and "step_id" in (rank.columns("kernels") or []):
+        k = rank.table("kernels", ["step_id"])
+        if k is not None:
+            n = k["step_id"].dropna().nunique()
+            return int(n) if n else None
+    return None
+
+
+def _finish(df: pd.DataFrame) -> pd.DataFrame:
+    for col in BREAKDOWN_COLUMNS:
+        if col not in df.columns:
+            df[col] = np.nan
+    df = df[list(BREAKDOWN_COLUMNS)].reset_index(drop=True)
+    df["step"] = df["step"].astype("Int64")
+    return df

@@ -1,0 +1,71 @@
+"""``advisor inspect PATH... [--format text|json]``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from advisor_core.cli.common import dump_json, print_diagnostics, stdout_console, write_output
+from advisor_core.diagnostics import DiagnosticSink
+
+
+@click.command("inspect")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), help="Write the report here instead of stdout.")
+@click.option("--no-ir", is_flag=True, help="Do not look for IR graph dumps.")
+@click.option("-v", "--verbose", is_flag=True, help="Also print informational diagnostics.")
+def inspect_command(paths: tuple[Path, ...], fmt: str, output: Path | None, no_ir: bool, verbose: bool) -> None:
+    """Show what profiler output (and IR dumps) PATH holds, per rank.
+
+    For each rank: the artifacts found with row counts, steps and time span,
+    framework and versions, parallel layout, the per-step breakdown (computing,
+    communication not overlapped, free, preparing), and what is missing.
+    Exit code 2 when nothing usable was found or an input could not be read.
+    """
+    from advisor_core.inspect import inspect_run
+    from advisor_core.model.run import load_run
+
+    sink = DiagnosticSink()
+    run = load_run(*paths, sink=sink)
+    extra = {}
+    if not no_ir:
+        extra = _ir_section(list(paths), sink)
+    report = inspect_run(run, list(paths), extra=extra)
+    if fmt == "json":
+        write_output(dump_json(report), output)
+    else:
+        if output is not None:
+            with open(output, "w", encoding="utf-8") as fh:
+                from advisor_core.report.inspect_text import render_inspect
+
+                render_inspect(report, stdout_console(fh))
+        else:
+            from advisor_core.report.inspect_text import render_inspect
+
+            render_inspect(report, stdout_console())
+    print_diagnostics(sink, verbose=verbose)
+    nothing = not report["ranks"] and not report.get("cluster") and not report.get("ir_dumps")
+    raise SystemExit(2 if (sink.has_errors or nothing) else 0)
+
+
+def _ir_section(paths: list[Path], sink: DiagnosticSink) -> dict:
+    """IR dumps found under the same paths (empty when the IR package finds none)."""
+    try:
+        from advisor_core.ir.dumps import find_ir_dumps
+        from advisor_core.ir.summary import summarize_dumps
+    except ImportError:
+        return {}
+    found = {}
+    for p in paths:
+        if not p.is_dir():
+            continue
+        dumps = find_ir_dumps(p, sink)
+        if dumps is not None and getattr(dumps, "ranks", None):
+            found[str(p)] = summarize_dumps(dumps)
+    if not found:
+        return {}
+    if len(found) == 1:
+        return {"ir_dumps": next(iter(found.values()))}
+    return {"ir_dumps": {"ranks": {f"{k} {rk}": v for k, s in found.items() for rk, v in s.get("ranks", {}).items()}}}

@@ -1,0 +1,1 @@
+"""Discovery: find what a user pointed at (profiles, IR dumps, configs) without reading it."""

@@ -1,0 +1,195 @@
+"""The table catalogue: which artifact each table comes from and how it is read.
+
+A :class:`TableLoader` turns one artifact file into one canonical DataFrame (and,
+for a few tables, a pydantic record of scalar fields). Built-in loaders are
+listed in :data:`BUILTIN_LOADERS`; plugins contribute more through the
+``advisor_register_loaders`` hook, so a third party can teach the core a new
+file kind without touching it. Loaders know nothing of rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pandas as pd
+from pydantic import BaseModel
+
+from advisor_core.diagnostics import DiagnosticSink
+from advisor_core.discover.artifacts import ArtifactPattern
+from advisor_core.loaders import communication as comm
+from advisor_core.loaders import minddata as mdl
+from advisor_core.loaders import steps
+from advisor_core.loaders.csvtable import CsvTableSpec, count_rows, read_csv_table, read_header
+from advisor_core.loaders.kernels import KERNEL_DEFAULT_COLUMNS, KERNELS, OP_STATISTIC
+from advisor_core.loaders.misc_tables import (
+    CPU_OP_DETAIL,
+    DATASET,
+    MEMORY_RECORD,
+    NPU_MODULE_MEM,
+    OPERATOR_MEMORY,
+)
+from advisor_core.loaders.trace import TRACE_COLUMNS, read_trace_view
+
+
+@dataclass
+class LoadedTable:
+    """A table as read: the frame, an optional record of scalar fields, columns the file lacked."""
+
+    frame: pd.DataFrame
+    record: BaseModel | None = None
+    missing: list[str] = field(default_factory=list)
+
+
+Reader = Callable[[Path, str, "Sequence[str] | None", DiagnosticSink], "LoadedTable | None"]
+
+
+@dataclass(frozen=True)
+class TableLoader:
+    """How one canonical table is produced.
+
+    ``artifacts`` lists artifact kinds in preference order (the first present is
+    read). ``projectable`` readers honour the requested column list themselves
+    (CSV: projection pushed into the reader); others are read whole and cached.
+    ``available`` answers "which canonical columns does this file have" without
+    reading rows (CSV header), or ``None`` when that needs a full read.
+    ``patterns`` are extra artifact file-name patterns a plugin loader brings.
+    """
+
+    name: str
+    title: str
+    artifacts: tuple[str, ...]
+    columns: tuple[str, ...]
+    read: Reader
+    projectable: bool = False
+    available: Callable[[Path, str, DiagnosticSink], "list[str] | None"] | None = None
+    rows: Callable[[Path, str], "int | None"] | None = None
+    default_columns: tuple[str, ...] | None = None
+    patterns: tuple[ArtifactPattern, ...] = ()
+    doc: str = ""
+
+
+def _csv_loader(
+    spec: CsvTableSpec,
+    artifacts: tuple[str, ...],
+    *,
+    default_columns: tuple[str, ...] | None = None,
+    title: str | None = None,
+) -> TableLoader:
+    def read(path: Path, kind: str, columns: Sequence[str] | None, sink: DiagnosticSink) -> LoadedTable | None:
+        cols = columns if columns is not None else default_columns
+        res = read_csv_table(path, spec, cols, sink, what=path.name)
+        if res is None:
+            return None
+        return LoadedTable(res.frame, missing=res.missing)
+
+    def available(path: Path, kind: str, sink: DiagnosticSink) -> list[str] | None:
+        h = read_header(path, spec, sink, what=path.name)
+        return None if h is None else h.available
+
+    return TableLoader(
+        name=spec.name,
+        title=title or spec.title,
+        artifacts=artifacts,
+        columns=spec.canonical_names,
+        read=read,
+        projectable=True,
+        available=available,
+        rows=lambda path, kind: count_rows(path),
+        default_columns=default_columns,
+        doc=spec.doc,
+    )
+
+
+def _read_steps(path: Path, kind: str, columns: Sequence[str] | None, sink: DiagnosticSink) -> LoadedTable | None:
+    if kind == "legacy_step_trace":
+        df = steps.read_legacy_step_trace(path, None, sink)
+    else:
+        df = steps.read_step_trace_time(path, None, sink)
+    return None if df is None else LoadedTable(df)
+
+
+def _read_comm(which: int) -> Reader:
+    def read(path: Path, kind: str, columns: Sequence[str] | None, sink: DiagnosticSink) -> LoadedTable | None:
+        res = comm.read_communication(path, sink)
+        return None if res is None else LoadedTable(res[which])
+
+    return read
+
+
+def _read_matrix(path: Path, kind: str, columns: Sequence[str] | None, sink: DiagnosticSink) -> LoadedTable | None:
+    df = comm.read_communication_matrix(path, sink)
+    return None if df is None else LoadedTable(df)
+
+
+def _read_trace(path: Path, kind: str, columns: Sequence[str] | None, sink: DiagnosticSink) -> LoadedTable | None:
+    df = read_trace_view(path, columns, sink)
+    return None if df is None else LoadedTable(df)
+
+
+def _read_pipeline(path: Path, kind: str, columns: Sequence[str] | None, sink: DiagnosticSink) -> LoadedTable | None:
+    if kind == "pipeline_profiling":
+        df = mdl.read_pipeline_profiling(path, sink)
+    else:
+        df = mdl.read_pipeline_raw(path, sink)
+    return None if df is None else LoadedTable(df)
+
+
+def _read_summary(path: Path, kind: str, columns: Sequence[str] | None, sink: DiagnosticSink) -> LoadedTable | None:
+    res = mdl.read_summary_csv(path, sink) if kind.endswith("_csv") else mdl.read_summary_json(path, sink)
+    return None if res is None else LoadedTable(res[0], record=res[1])
+
+
+def _read_cpu(path: Path, kind: str, columns: Sequence[str] | None, sink: DiagnosticSink) -> LoadedTable | None:
+    res = mdl.read_cpu_utilization(path, sink)
+    return None if res is None else LoadedTable(res[0], record=res[1])
+
+
+def _read_host_queue(path: Path, kind: str, columns: Sequence[str] | None, sink: DiagnosticSink) -> LoadedTable | None:
+    df = mdl.read_host_queue(path, sink)
+    return None if df is None else LoadedTable(df)
+
+
+BUILTIN_LOADERS: tuple[TableLoader, ...] = (
+    _csv_loader(KERNELS, ("kernel_details", "op_summary"), default_columns=KERNEL_DEFAULT_COLUMNS),
+    _csv_loader(OP_STATISTIC, ("op_statistic",)),
+    TableLoader(
+        "step_trace",
+        "step time breakdown",
+        ("step_trace_time", "legacy_step_trace"),
+        steps.STEP_COLUMNS,
+        _read_steps,
+        rows=lambda path, kind: count_rows(path) - (1 if kind == "legacy_step_trace" else 0),
+        doc=steps.__doc__ or "",
+    ),
+    TableLoader("trace_events", "trace events", ("trace_view",), TRACE_COLUMNS, _read_trace, projectable=True),
+    TableLoader("communication", "communication ops", ("communication",), comm.COMMUNICATION_COLUMNS, _read_comm(0)),
+    TableLoader("communication_bandwidth", "communication bandwidth", ("communication",), comm.BANDWIDTH_COLUMNS, _read_comm(1)),
+    TableLoader("communication_matrix", "communication matrix", ("communication_matrix",), comm.MATRIX_COLUMNS, _read_matrix),
+    _csv_loader(DATASET, ("dataset",)),
+    TableLoader(
+        "minddata_pipeline",
+        "MindData pipeline queues",
+        ("minddata_pipeline_raw", "pipeline_profiling"),
+        mdl.PIPELINE_COLUMNS,
+        _read_pipeline,
+    ),
+    TableLoader(
+        "minddata_summary",
+        "MindData pipeline summary",
+        ("minddata_pipeline_summary_json", "minddata_pipeline_summary_csv"),
+        mdl.SUMMARY_COLUMNS,
+        _read_summary,
+    ),
+    TableLoader("minddata_cpu", "MindData CPU use", ("minddata_cpu_utilization",), ("op_id", "avg_sys_pct", "avg_user_pct", "avg_cpu_pct"), _read_cpu),
+    TableLoader("host_queue", "host data queue", ("device_queue_profiling", "dataset_iterator_profiling"), mdl.HOST_QUEUE_COLUMNS, _read_host_queue),
+    _csv_loader(OPERATOR_MEMORY, ("operator_memory",)),
+    _csv_loader(MEMORY_RECORD, ("memory_record",)),
+    _csv_loader(NPU_MODULE_MEM, ("npu_module_mem",)),
+    _csv_loader(CPU_OP_DETAIL, ("cpu_op_detail",)),
+)
+
+
+def builtin_loaders() -> dict[str, TableLoader]:
+    return {ld.name: ld for ld in BUILTIN_LOADERS}

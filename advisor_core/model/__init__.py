@@ -1,0 +1,1 @@
+"""The normalised model: a run made of ranks, metadata records and tables on demand."""

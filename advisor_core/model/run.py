@@ -1,0 +1,227 @@
+"""The normalised model: a :class:`Run` made of :class:`Rank` objects with tables on demand.
+
+Nothing is read until asked: ``rank.table("kernels", ["name", "duration_us"])``
+reads exactly those two columns of ``kernel_details.csv`` (or the CANN
+``op_summary`` fallback) the first time and caches them. A table whose file is
+absent returns ``None``; a file that cannot be used returns ``None`` and leaves a
+diagnostic in ``run.diagnostics``.
+
+Canonical tables and columns are documented in ``docs/tables.md`` (generated from
+the loader specs); the main ones:
+
+* ``kernels`` — per device task (``name``, ``type``, ``accelerator_core``,
+  ``start_ns`` exact ns, ``duration_us`` …);
+* ``op_statistic``, ``step_trace``, ``trace_events``, ``communication``,
+  ``communication_bandwidth``, ``communication_matrix``, ``dataset``,
+  ``minddata_pipeline``, ``minddata_summary``, ``minddata_cpu``, ``host_queue``,
+  ``operator_memory``, ``memory_record``, ``npu_module_mem``, ``host_ops``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import pandas as pd
+from pydantic import BaseModel
+
+from advisor_core.diagnostics import DiagnosticSink
+from advisor_core.discover.profiles import ProfileSet, RankSource, discover_profiles
+from advisor_core.loaders.registry import LoadedTable, TableLoader, builtin_loaders
+from advisor_core.loaders.steps import read_cluster_step_trace
+from advisor_core.loaders import communication as comm
+from advisor_core.model.identity import ParallelLayout, ProfilerSettings, RankIdentity
+
+
+class Rank:
+    """One profiled rank: identity, layout, environment, and its tables on demand."""
+
+    def __init__(self, source: RankSource, loaders: Mapping[str, TableLoader], sink: DiagnosticSink) -> None:
+        self._source = source
+        self._loaders = loaders
+        self._sink = sink
+        self._cache: dict[tuple[str, tuple[str, ...] | None], LoadedTable | None] = {}
+        self._available: dict[str, list[str] | None] = {}
+
+    # -- metadata ---------------------------------------------------------------
+    @property
+    def identity(self) -> RankIdentity:
+        assert self._source.identity is not None
+        return self._source.identity
+
+    @property
+    def rank_id(self) -> int:
+        rid = self.identity.rank_id
+        assert rid is not None
+        return rid
+
+    @property
+    def parallel(self) -> ParallelLayout | None:
+        return self._source.parallel
+
+    @property
+    def settings(self) -> ProfilerSettings | None:
+        return self._source.settings
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(self._source.env)
+
+    @property
+    def path(self) -> Path:
+        return self._source.path
+
+    @property
+    def artifacts(self) -> dict[str, Path]:
+        """Artifact kind → file, for every file found (nothing read)."""
+        return {k: a.path for k, a in sorted(self._source.artifacts.items())}
+
+    # -- tables -----------------------------------------------------------------
+    def loader(self, name: str) -> TableLoader:
+        try:
+            return self._loaders[name]
+        except KeyError:
+            raise KeyError(f"unknown table {name!r}; known: {', '.join(sorted(self._loaders))}") from None
+
+    def table_source(self, name: str) -> tuple[Path, str] | None:
+        """The file (and artifact kind) a table would be read from, or ``None``."""
+        ld = self.loader(name)
+        for kind in ld.artifacts:
+            art = self._source.artifacts.get(kind)
+            if art is not None:
+                return art.path, kind
+        return None
+
+    def has_table(self, name: str) -> bool:
+        return name in self._loaders and self.table_source(name) is not None
+
+    def columns(self, name: str) -> list[str] | None:
+        """Canonical columns the table's file actually has (header only when possible)."""
+        if name in self._available:
+            return self._available[name]
+        src = self.table_source(name)
+        if src is None:
+            self._available[name] = None
+            return None
+        ld = self.loader(name)
+        if ld.available is not None:
+            cols = ld.available(src[0], src[1], self._sink)
+        else:
+            loaded = self._load(name, None)
+            cols = list(loaded.frame.columns) if loaded is not None else None
+        self._available[name] = cols
+        return cols
+
+    def _load(self, name: str, columns: tuple[str, ...] | None) -> LoadedTable | None:
+        ld = self.loader(name)
+        key_cols = columns if ld.projectable else None
+        key = (name, key_cols)
+        if key in self._cache:
+            return self._cache[key]
+        full = self._cache.get((name, None))
+        if full is not None and key_cols is not None and all(c in full.frame.columns for c in key_cols):
+            loaded: LoadedTable | None = LoadedTable(full.frame[list(key_cols)], full.record, full.missing)
+        else:
+            src = self.table_source(name)
+            loaded = None if src is None else ld.read(src[0], src[1], key_cols, self._sink)
+        self._cache[key] = loaded
+        return loaded
+
+    def table(self, name: str, columns: Sequence[str] | None = None) -> pd.DataFrame | None:
+        """The canonical table ``name`` restricted to ``columns`` (``None``: its default set)."""
+        loaded = self._load(name, tuple(columns) if columns is not None else None)
+        if loaded is None:
+            return None
+        frame = loaded.frame
+        if columns is not None:
+            present = [c for c in columns if c in frame.columns]
+            frame = frame[present]
+        return frame
+
+    def record(self, name: str) -> BaseModel | None:
+        """The scalar-field record that comes with some tables (MindData summary, CPU info)."""
+        loaded = self._load(name, None)
+        return None if loaded is None else loaded.record
+
+    def row_count(self, name: str) -> int | None:
+        """Rows in a table, counted cheaply when the loader can (CSV lines)."""
+        src = self.table_source(name)
+        if src is None:
+            return None
+        ld = self.loader(name)
+        if ld.rows is not None:
+            try:
+                return ld.rows(src[0], src[1])
+            except OSError:
+                return None
+        loaded = self._load(name, None)
+        return None if loaded is None else len(loaded.frame)
+
+    def __repr__(self) -> str:
+        return f"Rank({self.rank_id}, {self.path})"
+
+
+class Run:
+    """A profiled run: its ranks, cluster-level tables, and every diagnostic raised."""
+
+    def __init__(
+        self,
+        profiles: ProfileSet,
+        sink: DiagnosticSink,
+        loaders: Mapping[str, TableLoader] | None = None,
+    ) -> None:
+        self.diagnostics = sink
+        self.profiles = profiles
+        self.loaders: dict[str, TableLoader] = dict(loaders or builtin_loaders())
+        self.ranks: dict[int, Rank] = {
+            src.identity.rank_id: Rank(src, self.loaders, sink)  # type: ignore[union-attr,misc]
+            for src in profiles.ranks
+        }
+        self._cluster_cache: dict[str, object] = {}
+
+    def rank(self, rank_id: int) -> Rank:
+        return self.ranks[rank_id]
+
+    def __iter__(self) -> Iterable[Rank]:  # type: ignore[override]
+        return iter(self.ranks[r] for r in sorted(self.ranks))
+
+    @property
+    def rank_ids(self) -> list[int]:
+        return sorted(self.ranks)
+
+    def table(self, name: str, columns: Sequence[str] | None = None) -> pd.DataFrame | None:
+        """The table of every rank stacked, with a leading ``rank`` column (HTA style)."""
+        parts = []
+        for rid in self.rank_ids:
+            df = self.ranks[rid].table(name, columns)
+            if df is not None:
+                parts.append(df.assign(rank=rid)[["rank", *df.columns]])
+        if not parts:
+            return None
+        return pd.concat(parts, ignore_index=True)
+
+    def cluster_step_trace(self) -> pd.DataFrame | None:
+        """``cluster_step_trace_time.csv`` when the run directory has one."""
+        if "cluster_step_trace" not in self._cluster_cache:
+            p = self.profiles.cluster_files.get("cluster_step_trace_time")
+            self._cluster_cache["cluster_step_trace"] = read_cluster_step_trace(p, self.diagnostics) if p else None
+        return self._cluster_cache["cluster_step_trace"]  # type: ignore[return-value]
+
+    def cluster_communication(self) -> pd.DataFrame | None:
+        """``cluster_communication.json`` ops (one row per op and rank) when present."""
+        if "cluster_communication" not in self._cluster_cache:
+            p = self.profiles.cluster_files.get("cluster_communication")
+            res = comm.read_cluster_communication(p, self.diagnostics) if p else None
+            self._cluster_cache["cluster_communication"] = res[0] if res else None
+        return self._cluster_cache["cluster_communication"]  # type: ignore[return-value]
+
+
+def load_run(
+    *paths: str | Path,
+    sink: DiagnosticSink | None = None,
+    loaders: Mapping[str, TableLoader] | None = None,
+) -> Run:
+    """Discover the profiles under ``paths`` and return a lazily loaded :class:`Run`."""
+    sink = sink if sink is not None else DiagnosticSink()
+    profiles = discover_profiles([Path(p) for p in paths], sink)
+    return Run(profiles, sink, loaders)

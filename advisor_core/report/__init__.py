@@ -1,0 +1,1 @@
+"""Renderers: turn reports and findings into text, JSON, SARIF, Markdown or GitHub output."""

@@ -1,0 +1,155 @@
+"""Human rendering of the ``advisor inspect`` report (rich tables)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+
+def _ms(us: Any) -> str:
+    if us is None:
+        return "–"
+    return f"{us / 1000.0:,.3f}"
+
+
+def _rel(path: str, base: str) -> str:
+    prefix = base.rstrip("/") + "/"
+    return path[len(prefix):] if path.startswith(prefix) else path
+
+
+def _layout_line(par: dict[str, Any] | None) -> str:
+    if not par:
+        return "unknown (no distributed_args, parallel_group_info or parallel_mode in the profile)"
+    parts = []
+    for key, label in (
+        ("world_size", "world"),
+        ("data_parallel", "dp"),
+        ("tensor_parallel", "tp"),
+        ("pipeline_stages", "pp"),
+        ("expert_parallel", "ep"),
+        ("context_parallel", "cp"),
+    ):
+        if par.get(key) is not None:
+            parts.append(f"{label}={par[key]}")
+    if par.get("parallel_mode"):
+        parts.append(f"mode={par['parallel_mode']}")
+    if par.get("sequence_parallel") is not None:
+        parts.append(f"sp={'on' if par['sequence_parallel'] else 'off'}")
+    if par.get("groups"):
+        parts.append(f"{len(par['groups'])} comm groups")
+    return (" ".join(parts) or "no sizes") + f"  [{par['source']}]"
+
+
+def render_inspect(report: dict[str, Any], console: Console) -> None:
+    ranks = report["ranks"]
+    if not ranks and not report.get("cluster"):
+        console.print("[bold red]No profile data found.[/]")
+    for r in ranks:
+        fw = " ".join(x for x in (r.get("framework"), r.get("framework_version")) if x) or "framework unknown"
+        cann = f", CANN {r['cann_version']}" if r.get("cann_version") else ""
+        console.rule(f"[bold]Rank {r['rank_id']}[/]  ({r['rank_source']})")
+        console.print(f"[dim]{r['profile_dir']}[/]  layout={r['layout']}")
+        console.print(f"framework: {fw}{cann}" + (f"   collected: {r['collected_at']}" if r.get("collected_at") else ""))
+        console.print(f"parallel:  {_layout_line(r.get('parallel'))}")
+        prof = r.get("profiler")
+        if prof:
+            bits = [f"{k}={v}" for k, v in prof.items() if v not in (None, [], {})]
+            if bits:
+                console.print("profiler:  " + ", ".join(bits))
+        steps = r.get("steps")
+        span = r.get("time_span")
+        line = f"steps:     {steps['count']} ({steps['source']})" if steps else "steps:     none found"
+        if span:
+            line += f"   time span {_ms(span['span_us'])} ms ({span['source']})"
+        console.print(line)
+
+        t = Table(title="Tables", title_justify="left", show_edge=False, pad_edge=False)
+        t.add_column("table")
+        t.add_column("rows", justify="right")
+        t.add_column("status")
+        t.add_column("file", overflow="fold")
+        for tb in r["tables"]:
+            status = Text(tb["status"], style="green" if tb["status"] == "ok" else "red")
+            t.add_row(tb["table"], "–" if tb["rows"] is None else f"{tb['rows']:,}", status, _rel(tb["path"], r["profile_dir"]))
+        console.print(t)
+
+        bd = r.get("step_breakdown") or []
+        if bd:
+            b = Table(title=f"Per-step breakdown (ms) — {bd[0].get('source')}", title_justify="left", show_edge=False)
+            cols = [
+                ("step", "step"),
+                ("total_us", "total"),
+                ("computing_us", "computing"),
+                ("communication_not_overlapped_us", "comm not overlapped"),
+                ("free_us", "free"),
+                ("preparing_us", "preparing"),
+                ("iteration_interval_us", "step gap"),
+                ("fp_bp_us", "fp+bp"),
+                ("tail_us", "tail"),
+            ]
+            shown = [(k, h) for k, h in cols if k == "step" or any(row.get(k) is not None for row in bd)]
+            for _, h in shown:
+                b.add_column(h, justify="right")
+            for row in bd[:50]:
+                b.add_row(*[("all" if row[k] is None else str(row[k])) if k == "step" else _ms(row.get(k)) for k, _ in shown])
+            if len(bd) > 50:
+                b.caption = f"… {len(bd) - 50} more steps (see --format json)"
+            console.print(b)
+        if r["missing"]:
+            console.print("[dim]not in this profile: " + ", ".join(m["table"] for m in r["missing"]) + "[/]")
+    cl = report.get("cluster")
+    if cl:
+        console.rule("[bold]Cluster analysis output[/]")
+        for k, v in cl["files"].items():
+            console.print(f"{k}: [dim]{v}[/]")
+        if cl.get("step_trace"):
+            t = Table(show_edge=False)
+            for h in ("type", "index", "computing", "comm not overlapped", "free", "stage"):
+                t.add_column(h, justify="right")
+            for row in cl["step_trace"]:
+                t.add_row(
+                    str(row.get("type")),
+                    str(row.get("index")),
+                    _ms(row.get("computing_us")),
+                    _ms(row.get("communication_not_overlapped_us")),
+                    _ms(row.get("free_us")),
+                    _ms(row.get("stage_us")),
+                )
+            console.print(t)
+        if cl.get("communication_ops") is not None:
+            console.print(f"communication ops: {cl['communication_ops']} over ranks {cl.get('communication_ranks')}")
+    ir = report.get("ir_dumps")
+    if ir:
+        render_ir_summary(ir, console)
+    if report.get("superseded"):
+        console.print(
+            "[dim]older profiler directories set aside: "
+            + ", ".join(f"rank {s['rank_id']}: {s['profile_dir']}" for s in report["superseded"])
+            + "[/]"
+        )
+
+
+def render_ir_summary(ir: dict[str, Any], console: Console) -> None:
+    console.rule("[bold]IR graph dumps[/]")
+    for rank_key, info in sorted(ir.get("ranks", {}).items()):
+        console.print(f"[bold]{rank_key}[/]: {info.get('directory', '')}")
+        files = info.get("files") or []
+        stages: dict[str, int] = {}
+        for f in files:
+            stages[f.get("stage", "?")] = stages.get(f.get("stage", "?"), 0) + 1
+        console.print("  stages: " + ", ".join(f"{k} ×{v}" for k, v in sorted(stages.items())))
+        for key in ("final_frontend", "backend_kernel_graph", "parallel_graph"):
+            g = info.get(key)
+            if g:
+                hist = g.get("op_histogram") or {}
+                top = ", ".join(f"{k} {v}" for k, v in list(hist.items())[:8])
+                console.print(
+                    f"  {key}: {g.get('file')} — {g.get('nodes')} nodes, {g.get('unparsed_lines', 0)} unparsed lines"
+                    + (f"; ops: {top}" if top else "")
+                )
+        skipped = info.get("skipped") or []
+        if skipped:
+            console.print(f"  [dim]skipped {len(skipped)} non-IR files (actor_set, .dot, .pb)[/]")
