@@ -24,15 +24,24 @@ def inspect_command(paths: tuple[Path, ...], fmt: str, output: Path | None, no_i
     communication not overlapped, free, preparing), and what is missing.
     Exit code 2 when nothing usable was found or an input could not be read.
     """
-    from advisor_core.inspect import inspect_run
+    from advisor_core.inspect import diagnostic_json, inspect_run
     from advisor_core.model.run import load_run
 
     sink = DiagnosticSink()
-    run = load_run(*paths, sink=sink)
+    run = load_run(*paths, sink=sink, report_empty=False)
     extra = {}
     if not no_ir:
         extra = _ir_section(list(paths), sink)
     report = inspect_run(run, list(paths), extra=extra)
+    nothing = not report["ranks"] and not report.get("cluster") and not report.get("ir_dumps")
+    if nothing and not sink.has_errors:
+        sink.error(
+            "no-profile",
+            "no profiler output or IR dumps found (looked for *_ascend_ms / *_ascend_pt directories, "
+            "ASCEND_PROFILER_OUTPUT/, legacy profiler files, cluster_analysis_output/ and *.ir dumps)",
+            paths[0],
+        )
+        report["diagnostics"] = [diagnostic_json(d) for d in sink]
     if fmt == "json":
         write_output(dump_json(report), output)
     else:
@@ -46,7 +55,6 @@ def inspect_command(paths: tuple[Path, ...], fmt: str, output: Path | None, no_i
 
             render_inspect(report, stdout_console())
     print_diagnostics(sink, verbose=verbose)
-    nothing = not report["ranks"] and not report.get("cluster") and not report.get("ir_dumps")
     raise SystemExit(2 if (sink.has_errors or nothing) else 0)
 
 

@@ -262,8 +262,12 @@ def _identify(src: RankSource, sink: DiagnosticSink) -> tuple[int | None, str, d
     return None, "assumed", info
 
 
-def discover_profiles(paths: Sequence[Path], sink: DiagnosticSink) -> ProfileSet:
-    """Find every profiled rank under ``paths`` (see module docstring)."""
+def discover_profiles(paths: Sequence[Path], sink: DiagnosticSink, *, report_empty: bool = True) -> ProfileSet:
+    """Find every profiled rank under ``paths`` (see module docstring).
+
+    ``report_empty=False`` leaves the "no profiler output found" verdict to the
+    caller (used when the same paths may hold IR dumps or a config instead).
+    """
     walker = _Walker(sink)
     roots: list[Path] = []
     for p in paths:
@@ -343,7 +347,7 @@ def discover_profiles(paths: Sequence[Path], sink: DiagnosticSink) -> ProfileSet
         result.ranks.append(chosen)
         result.superseded.extend(s for s in group if s is not chosen)
 
-    if not result.ranks and not result.cluster_files and roots and not sink.has_errors:
+    if report_empty and not result.ranks and not result.cluster_files and roots and not sink.has_errors:
         sink.error(
             "no-profile",
             "no profiler output found (looked for *_ascend_ms / *_ascend_pt directories, ASCEND_PROFILER_OUTPUT/, "

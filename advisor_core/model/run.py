@@ -220,8 +220,9 @@ def load_run(
     *paths: str | Path,
     sink: DiagnosticSink | None = None,
     loaders: Mapping[str, TableLoader] | None = None,
+    report_empty: bool = True,
 ) -> Run:
     """Discover the profiles under ``paths`` and return a lazily loaded :class:`Run`."""
     sink = sink if sink is not None else DiagnosticSink()
-    profiles = discover_profiles([Path(p) for p in paths], sink)
+    profiles = discover_profiles([Path(p) for p in paths], sink, report_empty=report_empty)
     return Run(profiles, sink, loaders)

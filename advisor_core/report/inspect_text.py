@@ -133,23 +133,32 @@ def render_inspect(report: dict[str, Any], console: Console) -> None:
 
 
 def render_ir_summary(ir: dict[str, Any], console: Console) -> None:
+    """The ``ir_dumps`` section: per rank, stages with file counts, the selected graphs, op histograms."""
     console.rule("[bold]IR graph dumps[/]")
+    console.print(f"[dim]{ir.get('root', '')}[/]")
     for rank_key, info in sorted(ir.get("ranks", {}).items()):
-        console.print(f"[bold]{rank_key}[/]: {info.get('directory', '')}")
-        files = info.get("files") or []
-        stages: dict[str, int] = {}
-        for f in files:
-            stages[f.get("stage", "?")] = stages.get(f.get("stage", "?"), 0) + 1
-        console.print("  stages: " + ", ".join(f"{k} ×{v}" for k, v in sorted(stages.items())))
-        for key in ("final_frontend", "backend_kernel_graph", "parallel_graph"):
-            g = info.get(key)
-            if g:
-                hist = g.get("op_histogram") or {}
-                top = ", ".join(f"{k} {v}" for k, v in list(hist.items())[:8])
-                console.print(
-                    f"  {key}: {g.get('file')} — {g.get('nodes')} nodes, {g.get('unparsed_lines', 0)} unparsed lines"
-                    + (f"; ops: {top}" if top else "")
-                )
+        label = "rank ?" if rank_key == "none" else f"rank {rank_key}"
+        stages = info.get("stages") or {}
+        console.print(
+            f"[bold]{label}[/]: " + ", ".join(f"{kind} ×{len(files)}" for kind, files in sorted(stages.items()))
+        )
+        parsed = info.get("parsed") or {}
+        hist = info.get("op_histogram") or {}
+        for role, fname in sorted((info.get("selected") or {}).items()):
+            if not fname:
+                continue
+            p = parsed.get(fname, {})
+            line = f"  {role}: {fname}"
+            if p:
+                line += f" — {p.get('cnodes')} cnodes, {p.get('unparsed_lines', 0)} unparsed lines"
+            ops = hist.get(role) or {}
+            if ops:
+                top = sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))[:8]
+                line += "; ops: " + ", ".join(f"{k} {v}" for k, v in top)
+            console.print(line)
+        unparsed = sum(p.get("unparsed_lines", 0) for p in parsed.values())
+        if parsed:
+            console.print(f"  parsed {len(parsed)} files, {unparsed} unparsed lines in all")
         skipped = info.get("skipped") or []
         if skipped:
             console.print(f"  [dim]skipped {len(skipped)} non-IR files (actor_set, .dot, .pb)[/]")

@@ -90,7 +90,7 @@ def test_nothing_found_exits_2(capsys, tmp_path):
     code = main(["inspect", "--no-ir", str(tmp_path)])
     out = capsys.readouterr()
     assert code == 2
-    assert f"{tmp_path}: error: no profiler output found" in out.err
+    assert f"{tmp_path}: error: no profiler output or IR dumps found" in out.err
 
 
 def test_missing_path_exits_2(capsys, tmp_path):
@@ -132,3 +132,21 @@ def test_module_entry_point_runs_without_traceback(tmp_path):
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "path does not exist" in proc.stderr
+
+
+def test_ir_dump_directory(capsys, ms_cpu):
+    """An IR dump directory alone is a valid input: stages, selected graphs, zero unparsed lines."""
+    code = main(["inspect", "--format", "json", str(ms_cpu / "cast_roundtrip/ir_level2_full")])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    report = json.loads(out.out)
+    jsonschema.validate(report, SCHEMA)
+    rank = report["ir_dumps"]["ranks"]["none"]
+    assert rank["selected"]["final_frontend"] == "21_validate_0076.ir"
+    assert rank["selected"]["backend_kernel_graph"] == "graph_build_0_0127.ir"
+    assert rank["parsed"]["graph_build_0_0127.ir"]["cnodes"] == 11
+    assert sum(p["unparsed_lines"] for p in rank["parsed"].values()) == 0
+    assert rank["op_histogram"]["final_frontend"]["Cast"] == 4
+    text_code = main(["inspect", str(ms_cpu / "cast_roundtrip/ir_level2_full")])
+    text = capsys.readouterr().out
+    assert text_code == 0 and "IR graph dumps" in text and "final_frontend: 21_validate_0076.ir" in text
