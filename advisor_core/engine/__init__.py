@@ -1,0 +1,1 @@
+"""The rule engine: pluggy hookspecs, plugin manager, rule registry, evidence checks, ranking."""
