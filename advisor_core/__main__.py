@@ -1,7 +1,13 @@
 """``python -m advisor_core`` runs the ``advisor`` command line."""
 
+import os
 import sys
 
-from advisor_core.cli import main
+# `python -m` puts the current directory first on sys.path; the directory being
+# analysed must never be able to shadow a plugin or rule module.
+if sys.path and sys.path[0] in ("", os.getcwd()):
+    del sys.path[0]
+
+from advisor_core.cli import main  # noqa: E402
 
 sys.exit(main())

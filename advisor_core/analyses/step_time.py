@@ -157,3 +157,24 @@ def _finish(df: pd.DataFrame) -> pd.DataFrame:
     df = df[list(BREAKDOWN_COLUMNS)].reset_index(drop=True)
     df["step"] = df["step"].astype("Int64")
     return df
+
+
+def mean_step_time_us(rank: Rank) -> float | None:
+    """Mean end-to-end step time of a rank, µs (``None`` without any timing evidence).
+
+    Per-step breakdown totals first; otherwise the kernels' time span divided by
+    the number of steps they cover (1 when they carry no step id).
+    """
+    bd = step_breakdown(rank)
+    if bd is not None and bd["total_us"].notna().any():
+        return float(bd["total_us"].mean())
+    if rank.has_table("kernels"):
+        cols = rank.columns("kernels") or []
+        want = [c for c in ("start_ns", "duration_us", "step_id") if c in cols]
+        k = rank.table("kernels", want)
+        if k is not None and "start_ns" in k and k["start_ns"].notna().any():
+            end = (k["start_ns"] + (k["duration_us"].fillna(0.0) * 1000).round().astype("Int64")).max()
+            span_us = float(end - k["start_ns"].min()) / 1000.0
+            steps = int(k["step_id"].dropna().nunique()) if "step_id" in k else 0
+            return span_us / max(steps, 1)
+    return None

@@ -57,9 +57,13 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 def _register() -> None:
-    from advisor_core.cli import inspect_cmd
+    from advisor_core.cli import engine_cmds, inspect_cmd
 
     cli.add_command(inspect_cmd.inspect_command)
+    cli.add_command(engine_cmds.analyze_command)
+    cli.add_command(engine_cmds.rules_command)
+    cli.add_command(engine_cmds.explain_command)
+    cli.add_command(engine_cmds.plugins_command)
 
 
 _register()

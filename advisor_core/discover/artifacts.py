@@ -118,7 +118,13 @@ def _folders(rank_dir: Path, family: str) -> list[Path]:
     return out
 
 
-def find_artifacts(rank_dir: Path, sink: DiagnosticSink, *, only_id: str | None = None) -> dict[str, FoundArtifact]:
+def find_artifacts(
+    rank_dir: Path,
+    sink: DiagnosticSink,
+    *,
+    only_id: str | None = None,
+    patterns: tuple[ArtifactPattern, ...] = (),
+) -> dict[str, FoundArtifact]:
     """Map artifact kind → file for one rank directory.
 
     ``only_id`` restricts ``{id}``-patterned files to one id (legacy directories
@@ -134,7 +140,7 @@ def find_artifacts(rank_dir: Path, sink: DiagnosticSink, *, only_id: str | None 
         return listings[folder]
 
     found: dict[str, FoundArtifact] = {}
-    for pat in ARTIFACT_PATTERNS:
+    for pat in ARTIFACT_PATTERNS + tuple(patterns):
         if pat.kind in found:
             continue
         rx = pat.compiled()

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from advisor_core.diagnostics import DiagnosticSink
-from advisor_core.discover.artifacts import LOOSE_PROFILE_FILES, FoundArtifact, find_artifacts, legacy_ids
+from advisor_core.discover.artifacts import LOOSE_PROFILE_FILES, ArtifactPattern, FoundArtifact, find_artifacts, legacy_ids
 from advisor_core.loaders import metadata as md
 from advisor_core.model.identity import ParallelLayout, ProfilerSettings, RankIdentity
 from advisor_core.textio import is_dir_safe, list_dir, real_path
@@ -88,8 +88,9 @@ def _split_ascend_name(name: str) -> tuple[str | None, int | None, str | None]:
 
 
 class _Walker:
-    def __init__(self, sink: DiagnosticSink) -> None:
+    def __init__(self, sink: DiagnosticSink, patterns: tuple[ArtifactPattern, ...] = ()) -> None:
         self.sink = sink
+        self.patterns = patterns
         self.seen: set[str] = set()
         self.sources: list[RankSource] = []
         self.cluster_files: dict[str, Path] = {}
@@ -133,7 +134,7 @@ class _Walker:
                 self.cluster_files.setdefault(cf.split(".")[0], directory / cf)
         ids = legacy_ids(directory)
         for lid in ids:
-            arts = find_artifacts(directory, self.sink, only_id=lid)
+            arts = find_artifacts(directory, self.sink, only_id=lid, patterns=self.patterns)
             self.sources.append(RankSource(path=directory, layout="legacy", artifacts=arts, legacy_id=lid))
         if not ids and any(LOOSE_PROFILE_FILES.match(n) for n in names):
             self._add_dir_source(directory, "bare")
@@ -150,7 +151,7 @@ class _Walker:
                     self.walk(entry, depth + 1)
 
     def _add_dir_source(self, directory: Path, layout: str) -> None:
-        arts = find_artifacts(directory, self.sink)
+        arts = find_artifacts(directory, self.sink, patterns=self.patterns)
         host, pid, ts = _split_ascend_name(directory.name)
         self.sources.append(
             RankSource(path=directory, layout=layout, artifacts=arts, timestamp=ts, host=host, pid=pid)
@@ -262,13 +263,19 @@ def _identify(src: RankSource, sink: DiagnosticSink) -> tuple[int | None, str, d
     return None, "assumed", info
 
 
-def discover_profiles(paths: Sequence[Path], sink: DiagnosticSink, *, report_empty: bool = True) -> ProfileSet:
+def discover_profiles(
+    paths: Sequence[Path],
+    sink: DiagnosticSink,
+    *,
+    report_empty: bool = True,
+    patterns: tuple[ArtifactPattern, ...] = (),
+) -> ProfileSet:
     """Find every profiled rank under ``paths`` (see module docstring).
 
     ``report_empty=False`` leaves the "no profiler output found" verdict to the
     caller (used when the same paths may hold IR dumps or a config instead).
     """
-    walker = _Walker(sink)
+    walker = _Walker(sink, patterns)
     roots: list[Path] = []
     for p in paths:
         p = Path(p)

@@ -222,7 +222,12 @@ def load_run(
     loaders: Mapping[str, TableLoader] | None = None,
     report_empty: bool = True,
 ) -> Run:
-    """Discover the profiles under ``paths`` and return a lazily loaded :class:`Run`."""
+    """Discover the profiles under ``paths`` and return a lazily loaded :class:`Run`.
+
+    ``loaders`` replaces the built-in table catalogue (plugins add theirs); the
+    artifact patterns they bring are used by discovery.
+    """
     sink = sink if sink is not None else DiagnosticSink()
-    profiles = discover_profiles([Path(p) for p in paths], sink, report_empty=report_empty)
+    patterns = tuple(p for ld in (loaders or {}).values() for p in ld.patterns)
+    profiles = discover_profiles([Path(p) for p in paths], sink, report_empty=report_empty, patterns=patterns)
     return Run(profiles, sink, loaders)

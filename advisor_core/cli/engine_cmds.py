@@ -1,0 +1,255 @@
+"""``advisor analyze``, ``rules``, ``explain``, ``plugins``: thin wrappers over the engine."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from advisor_core.cli.common import print_diagnostics, stderr_console, stdout_console, write_output
+from advisor_core.engine.findings import Severity
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+FAIL_ON = ("high", "medium", "low", "never")
+
+
+def plugin_options(f: Any) -> Any:
+    """Flags shared by every command that loads plugins."""
+    f = click.option("--settings", "settings_file", type=click.Path(path_type=Path, dir_okay=False),
+                     help="Settings file (default: nearest advisor.toml or pyproject.toml [tool.advisor]).")(f)
+    f = click.option("-p", "plugin_flags", multiple=True, metavar="NAME",
+                     help="Load plugin NAME even with autoload off; '-p no:NAME' blocks it.")(f)
+    f = click.option("--no-plugins", is_flag=True,
+                     help="Do not autoload third-party plugins (also ADVISOR_DISABLE_PLUGIN_AUTOLOAD=1); built-ins still load.")(f)
+    return f
+
+
+def _split_plugin_flags(flags: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    load, block = [], []
+    for f in flags:
+        for part in f.split(","):
+            part = part.strip()
+            if part.startswith("no:"):
+                block.append(part[3:])
+            elif part:
+                load.append(part)
+    return load, block
+
+
+def _settings(settings_file: Path | None):  # type: ignore[no-untyped-def]
+    from advisor_core.engine.settings import SettingsError, load_settings
+
+    try:
+        return load_settings(settings_file)
+    except SettingsError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def _codes(values: tuple[str, ...]) -> list[str] | None:
+    out = [c.strip() for v in values for c in v.split(",") if c.strip()]
+    return out or None
+
+
+def _host(no_plugins: bool, plugin_flags: tuple[str, ...], settings: Any):  # type: ignore[no-untyped-def]
+    from advisor_core.engine.plugins import load_plugins
+
+    load, block = _split_plugin_flags(plugin_flags)
+    autoload = False if no_plugins else settings.plugins_autoload
+    return load_plugins(autoload=autoload, load=load + settings.plugins_load, block=block + settings.plugins_block)
+
+
+def exit_code(result: Any, fail_on: str) -> int:
+    """2 for input/plugin/rule errors; else 1 when a finding is at or above ``fail_on``; else 0."""
+    if result.errors or result.has_input_errors:
+        return EXIT_ERROR
+    if fail_on == "never":
+        return EXIT_OK
+    floor = Severity(fail_on).rank
+    return EXIT_FINDINGS if any(f.severity.rank >= floor for f in result.findings) else EXIT_OK
+
+
+def render(result: Any, host: Any, fmt: str, output: Path | None, ctx: Any) -> None:
+    formats = host.formats()
+    if fmt not in formats:
+        raise click.UsageError(f"unknown --format {fmt!r}; available: {', '.join(sorted(formats))}")
+    _, formatter = formats[fmt]
+    if fmt == "text" and output is None:
+        formatter.print(result, ctx, stdout_console())
+        return
+    write_output(formatter.render(result, ctx), output)
+
+
+@click.command("analyze")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--profile", "profiles", multiple=True, type=click.Path(path_type=Path), help="Profile directory (overrides classification).")
+@click.option("--graphs", "graphs", multiple=True, type=click.Path(path_type=Path), help="IR dump directory (overrides classification).")
+@click.option("--config", "config", type=click.Path(path_type=Path, dir_okay=False), help="Training YAML (overrides classification).")
+@click.option("--select", "select", multiple=True, help="Rules to run: codes, prefixes, names, tags or ALL (comma-separated).")
+@click.option("--extend-select", "extend_select", multiple=True, help="Added to the selection.")
+@click.option("--ignore", "ignore", multiple=True, help="Rules not to run.")
+@click.option("--format", "fmt", default=None, help="text, json, sarif, markdown, github (or a plugin's format).")
+@click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), help="Write the report here instead of stdout.")
+@click.option("--fail-on", type=click.Choice(FAIL_ON), default=None, help="Lowest severity that makes the exit code 1 [default: low].")
+@click.option("--no-fixes", is_flag=True, help="Text format: do not print patch diffs.")
+@click.option("-v", "--verbose", is_flag=True, help="Also print informational diagnostics.")
+@plugin_options
+def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs: tuple[Path, ...], config: Path | None,
+                    select: tuple[str, ...], extend_select: tuple[str, ...], ignore: tuple[str, ...], fmt: str | None,
+                    output: Path | None, fail_on: str | None, no_fixes: bool, verbose: bool, no_plugins: bool,
+                    plugin_flags: tuple[str, ...], settings_file: Path | None) -> None:
+    """Find what is slow in a training run, ranked by the time it would win.
+
+    Each PATH is classified automatically — profile directory, cluster parent,
+    IR dump directory, training YAML, or a run directory holding several of
+    these; --profile/--graphs/--config override. Exit code: 0 no finding at or
+    above --fail-on, 1 findings, 2 usage or input error (or a plugin/rule failed).
+    """
+    from advisor_core.engine.runner import SelectionError
+    from advisor_core.engine.session import Session, SessionOptions
+    from advisor_core.report.base import RenderContext
+
+    settings = _settings(settings_file)
+    if not paths and not profiles and not graphs and not config:
+        raise click.UsageError("give at least one PATH (or --profile/--graphs/--config)")
+    host = _host(no_plugins, plugin_flags, settings)
+    session = Session(
+        list(paths),
+        SessionOptions(profiles=list(profiles), graphs=list(graphs), config=config, settings=settings),
+        host=host,
+    )
+    sel = _codes(select)
+    if sel is None and extend_select:
+        sel = list(settings.select or ["ALL"])
+    if sel is not None:
+        sel = sel + (_codes(extend_select) or [])
+    err = stderr_console()
+    try:
+        if err.is_terminal:
+            with err.status("loading inputs and running rules…"):
+                result = session.analyze(select=sel, ignore=_codes(ignore))
+        else:
+            result = session.analyze(select=sel, ignore=_codes(ignore))
+    except SelectionError as exc:
+        raise click.UsageError(str(exc)) from None
+    ctx = RenderContext(inputs=result.inputs, fail_on=fail_on or settings.fail_on, show_fixes=not no_fixes)
+    render(result, host, fmt or settings.format, output, ctx)
+    print_diagnostics(session.sink, verbose=verbose)
+    _print_errors(result)
+    raise SystemExit(exit_code(result, fail_on or settings.fail_on))
+
+
+def _print_errors(result: Any) -> None:
+    err = stderr_console()
+    for e in result.errors:
+        err.print(f"advisor: {e.message}", style="bold red", markup=False, highlight=False, soft_wrap=True)
+
+
+@click.command("rules")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@plugin_options
+def rules_command(fmt: str, no_plugins: bool, plugin_flags: tuple[str, ...], settings_file: Path | None) -> None:
+    """List every registered rule: code, name, plugin, severity, evidence needed."""
+    settings = _settings(settings_file)
+    host = _host(no_plugins, plugin_flags, settings)
+    rules = host.rules()
+    rows = [
+        {
+            "code": code,
+            "name": r.cls.name,
+            "plugin": r.plugin.name,
+            "distribution": r.plugin.distribution,
+            "severity": r.cls.severity.value,
+            "needs": r.cls.requires.describe(),
+            "fix": r.cls.fix_availability,
+            "summary": r.cls.summary,
+        }
+        for code, r in rules.items()
+    ]
+    if fmt == "json":
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+    else:
+        from rich.table import Table
+
+        t = Table(title=f"{len(rows)} rule(s)", title_justify="left")
+        for h in ("code", "name", "plugin", "severity", "fix", "needs (any of)"):
+            t.add_column(h, overflow="fold")
+        for r in rows:
+            t.add_row(r["code"], r["name"], r["plugin"], r["severity"], r["fix"], r["needs"])
+        stdout_console().print(t)
+    _report_plugin_failures(host)
+    raise SystemExit(EXIT_ERROR if host.failed else EXIT_OK)
+
+
+@click.command("explain")
+@click.argument("code")
+@plugin_options
+def explain_command(code: str, no_plugins: bool, plugin_flags: tuple[str, ...], settings_file: Path | None) -> None:
+    """Print a rule's help page: what, why, example, fix, evidence and options."""
+    settings = _settings(settings_file)
+    host = _host(no_plugins, plugin_flags, settings)
+    rules = host.rules()
+    match = rules.get(code.upper()) or next((r for r in rules.values() if r.cls.name == code), None)
+    if match is None:
+        raise click.UsageError(f"no rule {code!r}; `advisor rules` lists them")
+    cls = match.cls
+    out = [f"{cls.code} {cls.name} — {cls.summary}", ""]
+    out.append(f"plugin: {match.plugin.label()}   default severity: {cls.severity.value}   fix: {cls.fix_availability}")
+    out.append(f"evidence (any of): {cls.requires.describe()}")
+    fields = cls.Options.model_fields
+    if fields:
+        out.append("options ([rules." + cls.code + "] in advisor.toml / pyproject.toml):")
+        for name, fi in fields.items():
+            desc = f" — {fi.description}" if fi.description else ""
+            out.append(f"  {name} = {fi.default!r}{desc}")
+    out.append("")
+    out.append(cls.help_text())
+    sys.stdout.write("\n".join(out) + "\n")
+    raise SystemExit(EXIT_OK)
+
+
+@click.command("plugins")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@plugin_options
+def plugins_command(fmt: str, no_plugins: bool, plugin_flags: tuple[str, ...], settings_file: Path | None) -> None:
+    """List plugins: name, distribution, version, status, hooks implemented."""
+    settings = _settings(settings_file)
+    host = _host(no_plugins, plugin_flags, settings)
+    host.rules()  # surfaces registration errors
+    host.formats()
+    rows = [
+        {
+            "name": r.name,
+            "distribution": r.distribution,
+            "version": r.version,
+            "builtin": r.builtin,
+            "status": r.status,
+            "hooks": r.hooks,
+            "error": r.error,
+            "detail": r.detail,
+        }
+        for r in host.records
+    ]
+    if fmt == "json":
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+    else:
+        from rich.table import Table
+
+        t = Table(title=f"{len(rows)} plugin(s)", title_justify="left")
+        for h in ("name", "distribution", "version", "status", "hooks", "note"):
+            t.add_column(h, overflow="fold")
+        for r in rows:
+            t.add_row(r["name"], r["distribution"] or "core", r["version"] or "–", r["status"],
+                      ", ".join(h.replace("advisor_", "") for h in r["hooks"]), r["error"] or r["detail"] or "")
+        stdout_console().print(t)
+    _report_plugin_failures(host)
+    raise SystemExit(EXIT_ERROR if host.failed else EXIT_OK)
+
+
+def _report_plugin_failures(host: Any) -> None:
+    err = stderr_console()
+    for rec in host.failed:
+        err.print(f"advisor: failed to load plugin {rec.label()}: {rec.error}", style="bold red", markup=False,
+                  highlight=False, soft_wrap=True)

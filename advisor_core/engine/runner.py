@@ -1,0 +1,207 @@
+"""Running rules over an analysis: select, check evidence, run each in isolation, rank.
+
+Flow: inputs (already discovered) → for each selected rule: evidence present? →
+instantiate with validated options → ``check`` under ``try`` → findings (with
+rendered diffs for their patches) → :func:`sort_findings`. A rule whose evidence
+is absent is *skipped* with the reason; a rule that raises is an *error* (rule
+code, plugin, version, message) and the other rules run on.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from pydantic import ValidationError
+
+from advisor_core.diagnostics import Diagnostic
+from advisor_core.engine.context import AnalysisInputs, RuleContext
+from advisor_core.engine.findings import Finding, Patch, sort_findings
+from advisor_core.engine.plugins import PluginHost, RegisteredRule
+from advisor_core.engine.rule import Rule, RuleOptions
+
+
+@dataclass
+class Skipped:
+    code: str
+    name: str
+    plugin: str
+    reason: str
+
+
+@dataclass
+class EngineError:
+    """Something that went wrong outside the inputs: a plugin or rule failure, bad settings."""
+
+    kind: str  # plugin | rule | settings
+    message: str
+    plugin: str | None = None
+    version: str | None = None
+    code: str | None = None
+    traceback: str | None = None
+
+
+@dataclass
+class RuleRun:
+    code: str
+    status: str  # ran | skipped | error
+    seconds: float = 0.0
+    findings: int = 0
+
+
+@dataclass
+class AnalysisResult:
+    """Everything an output format needs."""
+
+    findings: list[Finding]
+    skipped: list[Skipped]
+    errors: list[EngineError]
+    diagnostics: list[Diagnostic]
+    rules: dict[str, RegisteredRule]
+    runs: list[RuleRun]
+    inputs: dict[str, Any] = field(default_factory=dict)
+    step_time_us: float | None = None
+
+    @property
+    def has_input_errors(self) -> bool:
+        return any(d.severity.value == "error" for d in self.diagnostics)
+
+
+class SelectionError(ValueError):
+    """A ``--select``/``--ignore`` entry or rule option that matches nothing / does not validate."""
+
+
+def _matches(token: str, code: str, cls: type[Rule]) -> bool:
+    t = token.strip()
+    if not t:
+        return False
+    if t.upper() == "ALL":
+        return True
+    if t == cls.name or t in cls.tags:
+        return True
+    return code.startswith(t.upper()) and bool(re.fullmatch(r"[A-Za-z]{1,3}\d{0,3}", t))
+
+
+def select_rules(
+    rules: Mapping[str, RegisteredRule], select: Iterable[str] | None, ignore: Iterable[str] | None
+) -> list[str]:
+    """Codes to run: ``select`` (codes, prefixes, names, tags, ``ALL``; default all) minus ``ignore``."""
+    sel = [s for s in (select or ["ALL"]) if s.strip()]
+    ign = [s for s in (ignore or []) if s.strip()]
+    for token in sel + ign:
+        if token.strip().upper() == "ALL":
+            continue
+        if not any(_matches(token, code, r.cls) for code, r in rules.items()):
+            raise SelectionError(f"'{token}' matches no registered rule (see `advisor rules`)")
+    chosen = [c for c, r in rules.items() if any(_matches(s, c, r.cls) for s in sel)]
+    return [c for c in chosen if not any(_matches(s, c, rules[c].cls) for s in ign)]
+
+
+def rule_options(cls: type[Rule], raw: Mapping[str, Any] | None) -> RuleOptions:
+    try:
+        return cls.Options(**dict(raw or {}))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise SelectionError(f"options of {cls.code} ({cls.name}): {problems}") from None
+
+
+def run_rules(
+    inputs: AnalysisInputs,
+    host: PluginHost,
+    *,
+    select: Iterable[str] | None = None,
+    ignore: Iterable[str] | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+    render_diffs: bool = True,
+) -> AnalysisResult:
+    """Run the selected rules over ``inputs`` (see module docstring). Raises :class:`SelectionError`."""
+    rules = host.rules()
+    codes = select_rules(rules, select, ignore)
+    opts = {k.upper(): v for k, v in (options or {}).items()}
+    unknown = [k for k in opts if k not in rules]
+    if unknown:
+        raise SelectionError(f"options given for unknown rule(s): {', '.join(sorted(unknown))}")
+    prepared = {code: rule_options(rules[code].cls, opts.get(code)) for code in codes}
+
+    findings: list[Finding] = []
+    skipped: list[Skipped] = []
+    errors: list[EngineError] = []
+    runs: list[RuleRun] = []
+    for code in codes:
+        reg = rules[code]
+        cls = reg.cls
+        if not any(inputs.available(n) for n in cls.requires.any_of):
+            skipped.append(Skipped(code, cls.name, reg.plugin.name, f"needs {cls.requires.describe()}; none was found"))
+            runs.append(RuleRun(code, "skipped"))
+            continue
+        ctx = RuleContext(inputs, prepared[code], code)
+        t0 = time.perf_counter()
+        try:
+            produced = [f for f in cls(prepared[code]).check(ctx) if f is not None]
+        except Exception as exc:  # noqa: BLE001 - a rule must not take the run down
+            errors.append(
+                EngineError(
+                    "rule",
+                    f"rule {code} ({cls.name}) raised {type(exc).__name__}: {exc}",
+                    plugin=reg.plugin.name,
+                    version=reg.plugin.version,
+                    code=code,
+                    traceback=traceback.format_exc(),
+                )
+            )
+            runs.append(RuleRun(code, "error", time.perf_counter() - t0))
+            continue
+        bad = [f for f in produced if not isinstance(f, Finding)]
+        if bad:
+            errors.append(EngineError("rule", f"rule {code} yielded {type(bad[0]).__name__}, not Finding",
+                                      plugin=reg.plugin.name, version=reg.plugin.version, code=code))
+            produced = [f for f in produced if isinstance(f, Finding)]
+        produced = [f if f.code == code and f.plugin else f.model_copy(update={"code": code, "plugin": reg.plugin.name}) for f in produced]
+        runs.append(RuleRun(code, "ran", time.perf_counter() - t0, len(produced)))
+        if not produced:
+            reason = "; ".join(ctx.skip_reasons) if ctx.skip_reasons else "evidence present; nothing found"
+            skipped.append(Skipped(code, cls.name, reg.plugin.name, reason))
+        findings.extend(produced)
+
+    for he in host.hook_errors:
+        errors.append(EngineError("plugin", f"{he.plugin.label()}: {he.message}", plugin=he.plugin.name,
+                                  version=he.plugin.version, traceback=he.traceback or None))
+    for rec in host.failed:
+        if not any(e.plugin == rec.name for e in errors):
+            errors.append(EngineError("plugin", f"failed to load plugin {rec.label()}: {rec.error}",
+                                      plugin=rec.name, version=rec.version))
+
+    if render_diffs and inputs.config_doc is not None:
+        findings = [_with_diffs(f, inputs) for f in findings]
+    return AnalysisResult(
+        findings=sort_findings(findings),
+        skipped=skipped,
+        errors=errors,
+        diagnostics=list(inputs.sink),
+        rules=rules,
+        runs=runs,
+    )
+
+
+def _with_diffs(finding: Finding, inputs: AnalysisInputs) -> Finding:
+    if not finding.patches:
+        return finding
+    from advisor_core.patch import render_patch_diff
+
+    doc = inputs.config_doc
+    assert doc is not None
+    patches: list[Patch] = []
+    for p in finding.patches:
+        if p.diff is None and (p.target is None or str(p.target) == str(doc.path)):
+            try:
+                diff = render_patch_diff(doc, p)
+            except Exception:  # noqa: BLE001 - a diff is a nicety; never lose the finding for it
+                diff = None
+            p = p.model_copy(update={"diff": diff, "target": str(doc.path)})
+        patches.append(p)
+    return finding.model_copy(update={"patches": patches})

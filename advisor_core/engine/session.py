@@ -1,0 +1,188 @@
+"""One analysis session: classify inputs, load plugins, open profiles/IR/config, run rules.
+
+This is the layer the CLI and the notebook API share::
+
+    from advisor_core.api import open_session
+    s = open_session("out/")              # any mix of profile dirs, IR dumps, a YAML
+    s.table("kernels", ["name", "duration_us"])     # every rank stacked, with a rank column
+    result = s.analyze(select=["MD001"])
+    s.findings_frame(result)              # one row per finding
+
+Everything is lazy: tables are read when a rule (or you) asks for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from advisor_core.diagnostics import DiagnosticSink
+from advisor_core.discover.inputs import ClassifiedInputs, classify_inputs
+from advisor_core.engine.context import AnalysisInputs
+from advisor_core.engine.plugins import PluginHost, load_plugins
+from advisor_core.engine.runner import AnalysisResult, run_rules
+from advisor_core.engine.settings import Settings
+
+
+@dataclass
+class SessionOptions:
+    profiles: Sequence[Path] = ()
+    graphs: Sequence[Path] = ()
+    config: Path | None = None
+    autoload_plugins: bool | None = None
+    load_plugins: Sequence[str] = ()
+    block_plugins: Sequence[str] = ()
+    settings: Settings = field(default_factory=Settings)
+
+
+class Session:
+    """Inputs, plugins and lazily opened evidence for one analysis."""
+
+    def __init__(self, paths: Sequence[str | Path] = (), options: SessionOptions | None = None,
+                 host: PluginHost | None = None) -> None:
+        opts = options or SessionOptions()
+        self.options = opts
+        self.sink = DiagnosticSink()
+        s = opts.settings
+        self.host = host or load_plugins(
+            autoload=opts.autoload_plugins if opts.autoload_plugins is not None else s.plugins_autoload,
+            load=list(opts.load_plugins) + list(s.plugins_load),
+            block=list(opts.block_plugins) + list(s.plugins_block),
+        )
+        self.classified = classify_inputs([Path(p) for p in paths], self.sink, plugin_classifier=self.host.classify)
+        self.profile_paths = list(opts.profiles) or self.classified.profiles
+        self.graph_paths = list(opts.graphs) or self.classified.graphs
+        configs = [opts.config] if opts.config is not None else self.classified.configs
+        if len(configs) > 1:
+            self.sink.warning(
+                "several-configs",
+                f"{len(configs)} training configs found ({', '.join(str(c) for c in configs)}); "
+                f"using {configs[0]} (pass --config to choose)",
+                configs[0],
+            )
+        self.config_path = configs[0] if configs else None
+        self._run: Any = None
+        self._ir: Any = None
+        self._doc: Any = None
+        self._loaded = False
+
+    # -- evidence ---------------------------------------------------------------------
+    def _loaders(self) -> dict[str, Any]:
+        from advisor_core.loaders.registry import TableLoader
+
+        out: dict[str, TableLoader] = {}
+        for rec, ld in self.host.loaders():
+            if not isinstance(ld, TableLoader):
+                self.host._fail(rec, "advisor_register_loaders", f"{ld!r} is not a TableLoader")
+                continue
+            if ld.name in out:
+                if rec.builtin:
+                    continue
+                self.host._fail(rec, "advisor_register_loaders", f"table {ld.name!r} is already provided")
+                continue
+            out[ld.name] = ld
+        return out
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        from advisor_core.model.run import load_run
+
+        if self.profile_paths:
+            self._run = load_run(*self.profile_paths, sink=self.sink, loaders=self._loaders(), report_empty=True)
+        if self.graph_paths:
+            from advisor_core.ir.dumps import find_ir_dumps
+
+            dumps = None
+            for g in self.graph_paths:
+                found = find_ir_dumps(Path(g), self.sink)
+                if found is not None and found.ranks:
+                    dumps = found if dumps is None else dumps
+                    if dumps is not found:
+                        self.sink.warning("several-ir-roots", f"several IR dump directories; using {dumps_root(dumps)}", g)
+            self._ir = dumps
+        if self.config_path is not None:
+            from advisor_core.config.document import ConfigDocument
+
+            self._doc = ConfigDocument.load(Path(self.config_path), self.sink)
+
+    @property
+    def run(self) -> Any:
+        self._load()
+        return self._run
+
+    @property
+    def ir(self) -> Any:
+        self._load()
+        return self._ir
+
+    @property
+    def config_doc(self) -> Any:
+        self._load()
+        return self._doc
+
+    def inputs(self) -> AnalysisInputs:
+        self._load()
+        return AnalysisInputs(run=self._run, ir=self._ir, config_doc=self._doc, sink=self.sink,
+                              settings=self.options.settings.as_dict())
+
+    def describe_inputs(self) -> dict[str, Any]:
+        self._load()
+        return {
+            "profiles": [str(p) for p in self.profile_paths],
+            "ranks": self._run.rank_ids if self._run is not None else [],
+            "graphs": [str(p) for p in self.graph_paths],
+            "config": str(self.config_path) if self.config_path is not None else None,
+            "classified": self.classified.kinds,
+        }
+
+    # -- notebook helpers ---------------------------------------------------------------
+    def table(self, name: str, columns: Sequence[str] | None = None) -> pd.DataFrame | None:
+        """Table ``name`` of every rank, stacked with a ``rank`` column (``None`` when absent)."""
+        return None if self.run is None else self.run.table(name, columns)
+
+    def analyze(
+        self,
+        select: Iterable[str] | None = None,
+        ignore: Iterable[str] | None = None,
+        options: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> AnalysisResult:
+        s = self.options.settings
+        sel = list(select) if select is not None else s.effective_select()
+        ign = list(ignore) if ignore is not None else s.ignore
+        opts = dict(s.rule_options)
+        opts.update({k.upper(): dict(v) for k, v in (options or {}).items()})
+        result = run_rules(self.inputs(), self.host, select=sel, ignore=ign, options=opts)
+        result.inputs = self.describe_inputs()
+        return result
+
+    @staticmethod
+    def findings_frame(result: AnalysisResult) -> pd.DataFrame:
+        """One row per finding: code, severity, saving (µs, %), confidence, title, location, patch count."""
+        rows = []
+        for i, f in enumerate(result.findings, 1):
+            loc = f.locations[0] if f.locations else None
+            rows.append(
+                {
+                    "rank_in_report": i,
+                    "code": f.code,
+                    "rule": f.rule,
+                    "severity": f.severity.value,
+                    "saving_us": f.saving_us,
+                    "saving_pct": f.saving_pct,
+                    "confidence": f.confidence,
+                    "title": f.title,
+                    "location": None if loc is None else (loc.key_path or loc.node or loc.op or loc.path),
+                    "patches": len(f.patches),
+                    "memory_delta_bytes": f.memory_delta_bytes,
+                }
+            )
+        return pd.DataFrame(rows)
+
+
+def dumps_root(dumps: Any) -> str:
+    return str(getattr(dumps, "root", ""))
