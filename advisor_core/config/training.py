@@ -21,7 +21,7 @@ from typing import Any, Iterator, Mapping
 # canonical place to *add* the key when it is absent).
 KEYS: dict[str, tuple[str, ...]] = {
     # model dimensions
-    "model.vocab_size": ("/model/model_config/vocab_size",),
+    "model.vocab_size": ("/model/model_config/vocab_size", "/model/model_config/padded_vocab_size"),
     "model.hidden_size": ("/model/model_config/hidden_size",),
     "model.intermediate_size": (
         "/model/model_config/intermediate_size",

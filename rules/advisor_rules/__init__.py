@@ -12,9 +12,11 @@ from advisor_core.engine import hookimpl
 
 @hookimpl
 def advisor_register_rules():  # type: ignore[no-untyped-def]
-    from advisor_rules import BUILTIN_RULES
+    from advisor_rules.al001_alignment import Alignment16
+    from advisor_rules.cm001_comm import UnexpectedCommunication
+    from advisor_rules.ct001_cast import CastExcess
+    from advisor_rules.ct002_transdata import TransDataExcess
+    from advisor_rules.md001_minddata import MinddataBottleneck
+    from advisor_rules.rc001_recompute import RecomputeNotEffective
 
-    return list(BUILTIN_RULES)
-
-
-BUILTIN_RULES: tuple = ()
+    return [MinddataBottleneck, CastExcess, TransDataExcess, Alignment16, UnexpectedCommunication, RecomputeNotEffective]
