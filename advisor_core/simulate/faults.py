@@ -1,0 +1,101 @@
+"""Injected faults: the only problems a simulation has that the training config does not imply.
+
+Everything else the simulator shows (unaligned dimensions, fp32 rotary casts, recompute
+patterns, data workers, a missing ``all_reduce_fusion_config``) follows from the config. A
+fault stands for something in *model or data code* or in the compiler's choices that no YAML
+key controls:
+
+* :class:`CastRoundTrip` — a lossy fp32→fp16→fp32 ``Cast`` pair written in model code (with the
+  ``# In file`` location the IR carries);
+* :class:`NDFormatOp` — an operator that only accepts ND inside an NZ chain, so the backend wraps
+  it in ``TransData`` NZ→ND / ND→NZ in every layer;
+* :class:`ParamTransData` — weights kept in ND and converted to FRACTAL_NZ by ``TransData`` on
+  every step instead of once;
+* :class:`StrategyMismatch` — a shard strategy override on one operator that disagrees with its
+  neighbours, forcing ``redistribution_op_*`` AllGather/Split/Concat chains;
+* :class:`ExpensiveMapOp` — a costly per-sample transform (Python by default) in the dataset map.
+
+Op names are dotted paths inside a decoder layer (``feed_forward.mul``), as in
+:mod:`advisor_core.config.model_structure`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from advisor_core.simulate.errors import SimulationInputError
+
+__all__ = [
+    "CastRoundTrip",
+    "NDFormatOp",
+    "ParamTransData",
+    "StrategyMismatch",
+    "ExpensiveMapOp",
+    "Fault",
+    "parse_faults",
+]
+
+
+class _FaultBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @property
+    def label(self) -> str:
+        return self.kind  # type: ignore[attr-defined]
+
+
+class CastRoundTrip(_FaultBase):
+    """``x = cast(cast(x, float16), float32)`` after ``after`` (an fp32 tensor) in every layer."""
+
+    kind: Literal["cast_roundtrip"] = "cast_roundtrip"
+    after: str = "ffn_norm.norm"
+    source: str = "mindformers/models/llama/llama_layer.py:231"
+    code: str = "x = self.cast(self.cast(x, mstype.float16), mstype.float32)"
+
+
+class NDFormatOp(_FaultBase):
+    """``op`` accepts only ND: TransData NZ→ND on its inputs and ND→NZ on its output, every layer."""
+
+    kind: Literal["nd_format_op"] = "nd_format_op"
+    op: str = "feed_forward.mul"
+
+
+class ParamTransData(_FaultBase):
+    """Layer weights stay ND: a TransData ND→NZ per weight use, every step (``params``: suffixes; empty = all)."""
+
+    kind: Literal["param_transdata"] = "param_transdata"
+    params: tuple[str, ...] = ()
+
+
+class StrategyMismatch(_FaultBase):
+    """``shard()`` override on ``op`` that does not split the model-parallel axis (``((dp, 1), (dp, 1))``)."""
+
+    kind: Literal["strategy_mismatch"] = "strategy_mismatch"
+    op: str = "feed_forward.mul"
+
+
+class ExpensiveMapOp(_FaultBase):
+    """An extra per-sample transform in the dataset map (``python``: runs under the GIL)."""
+
+    kind: Literal["expensive_map"] = "expensive_map"
+    transform: str = "PyFunc(tokenize_and_pack)"
+    per_sample_us: float = Field(2500.0, gt=0)
+    python: bool = True
+
+
+Fault = Annotated[
+    Union[CastRoundTrip, NDFormatOp, ParamTransData, StrategyMismatch, ExpensiveMapOp], Field(discriminator="kind")
+]
+_ADAPTER = TypeAdapter(list[Fault])
+
+
+def parse_faults(data: object) -> list[Fault]:
+    """Faults from plain data (``[{"kind": "nd_format_op", "op": "feed_forward.mul"}, …]``)."""
+    try:
+        return list(_ADAPTER.validate_python(data))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first.get("loc", ()))
+        raise SimulationInputError(f"fault {loc}: {first.get('msg')}") from None

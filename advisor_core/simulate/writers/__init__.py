@@ -1,0 +1,1 @@
+"""Writers of the simulated profiler output, IR dumps and ground truth."""
