@@ -200,7 +200,7 @@ def explain_command(code: str, no_plugins: bool, plugin_flags: tuple[str, ...], 
     out.append(f"evidence (any of): {cls.requires.describe()}")
     fields = cls.Options.model_fields
     if fields:
-        out.append("options ([rules." + cls.code + "] in advisor.toml / pyproject.toml):")
+        out.append("options ([rules." + cls.code + "] in advisor.toml, [tool.advisor.rules." + cls.code + "] in pyproject.toml):")
         for name, fi in fields.items():
             desc = f" — {fi.description}" if fi.description else ""
             out.append(f"  {name} = {fi.default!r}{desc}")

@@ -318,7 +318,7 @@ def discover_profiles(
         src.identity = RankIdentity(
             rank_id=rid,
             rank_source=how,
-            device_id=None,
+            device_id=md.device_id_of(info),
             host=src.host,
             pid=src.pid,
             collected_at=src.timestamp,

@@ -157,14 +157,17 @@ class Finding(BaseModel):
         return (self.saving_us or 0.0) * self.confidence
 
     def fingerprint(self) -> str:
-        """Stable identity across runs: code + primary location + title (not the numbers)."""
-        loc = self.locations[0] if self.locations else None
-        key = {
-            "code": self.code,
-            "title": self.title,
-            "loc": None if loc is None else [loc.kind, loc.key_path, loc.node, loc.op, loc.table],
-            "rank": self.rank,
-        }
+        """Stable identity across runs: code + where it points, never the title or any figure.
+
+        Titles carry measured numbers ("13.9 ms per step") that change from run to run;
+        code-scanning tools match alerts across runs by this value (SARIF
+        ``partialFingerprints``), so only the code and the locations' stable parts —
+        config key, IR node, op, table, file name — go in.
+        """
+        locs = [[loc.kind, loc.key_path, loc.node, loc.op, loc.table,
+                 None if loc.path is None else loc.path.replace("\\", "/").rsplit("/", 1)[-1]]
+                for loc in self.locations[:3]]
+        key = {"code": self.code, "rule": self.rule, "locs": locs, "rank": self.rank}
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
     def primary_config_location(self) -> Location | None:

@@ -73,9 +73,12 @@ def advisor_register_formats() -> "list[OutputFormat]":
     """Contribute output formats for ``--format``.
 
     Return a list of :class:`advisor_core.report.base.OutputFormat` objects, each
-    with a unique ``name`` and a ``render(report) -> str`` method. The string is
-    written to stdout or ``--output``; it must contain nothing but the format
-    (progress and diagnostics go to stderr).
+    with a unique ``name`` and a ``render(result, ctx) -> str`` method, where
+    ``result`` is the :class:`~advisor_core.engine.runner.AnalysisResult` and
+    ``ctx`` the :class:`~advisor_core.report.base.RenderContext` (inputs,
+    ``fail_on``, whether to show fixes). The string is written to stdout or
+    ``--output``; it must contain nothing but the format (progress and
+    diagnostics go to stderr).
     """
 
 
@@ -92,8 +95,10 @@ def advisor_classify_path(path: Path) -> "str | None":
 
 @hookspec
 def advisor_configure(settings: "dict[str, Any]") -> None:
-    """Called once per run with the resolved settings (``[tool.advisor]`` merged with flags).
+    """Called once per analysis, before any rule runs, with the resolved settings.
 
-    Plugins may read their own table (``settings["plugins"].get("<name>")``); they
-    must not mutate the mapping.
+    ``settings`` is ``[tool.advisor]`` (or ``advisor.toml``) merged with the command
+    line flags, as a plain dict (a copy: changing it changes nothing). Plugins may read
+    their own table (``settings["plugins"].get("<name>")``). An exception raised here
+    is reported against the plugin (exit code 2) and the rules still run.
     """

@@ -123,9 +123,13 @@ def run_rules(
     rules = host.rules()
     codes = select_rules(rules, select, ignore)
     opts = {k.upper(): v for k, v in (options or {}).items()}
-    unknown = [k for k in opts if k not in rules]
-    if unknown:
-        raise SelectionError(f"options given for unknown rule(s): {', '.join(sorted(unknown))}")
+    for code in sorted(k for k in opts if k not in rules):
+        # A warning, not an error: the rule may belong to a plugin switched off for this
+        # run (--no-plugins in CI) while the shared settings still configure it.
+        inputs.sink.warning("options-for-unknown-rule",
+                            f"options given for rule {code}, which is not loaded (plugin not installed or "
+                            "switched off?); they are ignored")
+    host.call_each("advisor_configure", settings=dict(inputs.settings))
     prepared = {code: rule_options(rules[code].cls, opts.get(code)) for code in codes}
 
     findings: list[Finding] = []

@@ -15,6 +15,8 @@ accepted too). Keys::
     autoload = true
     load = ["my-plugin"]            # load even when autoload is off
     block = ["noisy-plugin"]
+    [plugins.my-plugin]             # a plugin's own table, given to its advisor_configure hook
+    colour = "blue"
     [rules.MD001]                   # per-rule options, validated by the rule
     min_gap_share_pct = 3.0
 
@@ -51,6 +53,7 @@ class Settings:
     plugins_autoload: bool | None = None
     plugins_load: list[str] = field(default_factory=list)
     plugins_block: list[str] = field(default_factory=list)
+    plugin_tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     host: dict[str, Any] = field(default_factory=dict)
     source: str | None = None
@@ -67,7 +70,8 @@ class Settings:
             "ignore": self.ignore,
             "fail-on": self.fail_on,
             "format": self.format,
-            "plugins": {"autoload": self.plugins_autoload, "load": self.plugins_load, "block": self.plugins_block},
+            "plugins": {**self.plugin_tables, "autoload": self.plugins_autoload, "load": self.plugins_load,
+                        "block": self.plugins_block},
             "rules": self.rule_options,
             "host": self.host,
             "source": self.source,
@@ -133,9 +137,12 @@ def parse_settings(table: dict[str, Any], source: str | None) -> Settings:
     plugins = table.get("plugins", {})
     if not isinstance(plugins, dict):
         raise SettingsError(f"{where}: plugins must be a table")
-    bad = sorted(set(plugins) - {"autoload", "load", "block"})
+    # [plugins.<name>] sub-tables belong to that plugin (read in advisor_configure).
+    s.plugin_tables = {k: dict(v) for k, v in plugins.items() if isinstance(v, dict)}
+    bad = sorted(set(plugins) - {"autoload", "load", "block"} - set(s.plugin_tables))
     if bad:
-        raise SettingsError(f"{where}: unknown key(s) plugins.{', plugins.'.join(bad)}")
+        raise SettingsError(f"{where}: unknown key(s) plugins.{', plugins.'.join(bad)} "
+                            "(a plugin's own settings go in a [plugins.<name>] table)")
     if "autoload" in plugins:
         if not isinstance(plugins["autoload"], bool):
             raise SettingsError(f"{where}: plugins.autoload must be true or false")

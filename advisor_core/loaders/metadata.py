@@ -95,6 +95,19 @@ def rank_id_of(info: dict[str, Any] | None) -> int | None:
     return None
 
 
+def device_id_of(info: dict[str, Any] | None) -> int | None:
+    """``device_id`` of a profiler_info file: top level (≤ 2.4) or under ``ms_profiler_info`` (≥ 2.5)."""
+    if not info:
+        return None
+    for holder in (info, info.get("ms_profiler_info")):
+        if isinstance(holder, dict):
+            for key in ("device_id", "deviceId"):
+                dev = _as_int(holder.get(key))
+                if dev is not None and dev >= 0:
+                    return dev
+    return None
+
+
 def profiler_settings(info: dict[str, Any] | None) -> ProfilerSettings | None:
     """Collection settings from either producer's key layout."""
     if not info:

@@ -193,3 +193,53 @@ def test_rules_are_never_imported_from_the_analysed_directory(tmp_path):
     proc = run_cli("analyze", str(prof), "--format", "json", cwd=prof)
     assert proc.returncode in (0, 1), proc.stderr
     assert not marker.exists()
+
+
+CONFIGURE_PLUGIN = """
+from advisor_core.engine import Finding, Need, Requirements, Rule, Severity, hookimpl
+
+SEEN = {}
+
+
+@hookimpl
+def advisor_configure(settings):
+    SEEN.update(settings.get("plugins", {}).get("cfgplug", {}) or {"called": True})
+    settings["fail_on"] = "mutated"  # a copy: must not leak into the run
+
+
+class Seen(Rule):
+    '''Reports what advisor_configure saw.'''
+
+    code = "TST002"
+    name = "configure-seen"
+    summary = "what advisor_configure saw"
+    severity = Severity.LOW
+    requires = Requirements(any_of=(Need.table("kernels"),))
+
+    def check(self, ctx):
+        yield Finding(code=self.code, rule=self.name, title=f"configured {sorted(SEEN.items())}", message="",
+                      severity=Severity.LOW)
+
+
+@hookimpl
+def advisor_register_rules():
+    return [Seen]
+"""
+
+
+def test_configure_hook_is_called_before_rules_with_the_settings(tmp_path, fake_site):
+    make_dist(fake_site, "advisor-cfgplug", "0.1", {"cfgplug": "advisor_cfgplug"}, {"advisor_cfgplug.py": CONFIGURE_PLUGIN})
+    (tmp_path / "advisor.toml").write_text('[plugins.cfgplug]\ncolour = "blue"\n')
+    prof = write_profile(tmp_path)
+    proc = run_cli("analyze", str(prof), "--format", "json", "--select", "TST002", "--fail-on", "never",
+                   site=fake_site, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert [f["title"] for f in json.loads(proc.stdout)["findings"]] == ["configured [('colour', 'blue')]"]
+
+
+def test_options_for_a_rule_that_is_not_loaded_are_a_warning(tmp_path):
+    (tmp_path / "advisor.toml").write_text("[rules.AIC001]\nmin_share_pct = 2.0\n")
+    prof = write_profile(tmp_path)
+    proc = run_cli("analyze", str(prof), "--format", "json", "--no-plugins", "--fail-on", "never", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "options given for rule AIC001, which is not loaded" in proc.stderr
