@@ -16,7 +16,24 @@ def advisor_register_rules():  # type: ignore[no-untyped-def]
     from advisor_rules.cm001_comm import UnexpectedCommunication
     from advisor_rules.ct001_cast import CastExcess
     from advisor_rules.ct002_transdata import TransDataExcess
+    from advisor_rules.lc001_recompute_patterns import RecomputePatternUnmatched
+    from advisor_rules.lc002_recompute_stages import RecomputeStageForm
+    from advisor_rules.lc004_device_count import DeviceCount
+    from advisor_rules.lc005_micro_batch import MicroBatchNum
+    from advisor_rules.lc006_fusion_config import FusionConfigOrder
     from advisor_rules.md001_minddata import MinddataBottleneck
     from advisor_rules.rc001_recompute import RecomputeNotEffective
 
-    return [MinddataBottleneck, CastExcess, TransDataExcess, Alignment16, UnexpectedCommunication, RecomputeNotEffective]
+    return [
+        MinddataBottleneck,
+        CastExcess,
+        TransDataExcess,
+        Alignment16,
+        UnexpectedCommunication,
+        RecomputeNotEffective,
+        RecomputePatternUnmatched,
+        RecomputeStageForm,
+        DeviceCount,
+        MicroBatchNum,
+        FusionConfigOrder,
+    ]

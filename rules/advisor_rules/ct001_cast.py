@@ -22,12 +22,16 @@ from advisor_core.engine import (
 from advisor_rules._common import (
     ASSUMED_HBM_GBPS,
     PRECISION,
+    StageEvidence,
     cell_path_in_layer,
+    fill_stages_without_ir,
     ir_location,
-    kernel_time_by_scope,
     layer_of_scope,
+    one_f_one_b_step_saving,
+    pipeline_micro_batches,
     severity_for_share,
     source_location,
+    stage_evidence,
     tensor_bytes,
     user_source,
 )
@@ -49,6 +53,11 @@ class _Chain:
     config_key: str | None = None
     layers: set[int] = field(default_factory=set)
     path: str | None = None  # the IR file the chain was found in
+    inner: list[Any] = field(default_factory=list)  # ops running in 32 bits between a config chain's casts
+    cost: dict[int, float] = field(default_factory=dict)  # µs per step by pipeline stage (casts + inner ops)
+    inner_cost: dict[int, float] = field(default_factory=dict)  # the inner ops' share of ``cost``
+    measured: bool = False
+    how: str = ""
 
 
 def _dt(t: Any) -> str | None:
@@ -69,9 +78,20 @@ class CastExcess(Rule):
         setting forces in every layer (``rotary_dtype: float32`` with a 16-bit
         ``compute_dtype`` casts q and k up and back down around the rotary embedding).
         Backward casts are attributed to their forward op by ``forward_unique_id``,
-        not by scope (reused cells carry another instance's scope). With a profile
-        the chains are joined to their Cast kernels for their time per step;
-        without one, time is estimated from bytes moved at an assumed HBM bandwidth.
+        not by scope (reused cells carry another instance's scope).
+
+        Time per step: with a profile the chains are joined to their Cast kernels
+        (``kernel_details`` durations summed over the profiled steps ÷ steps). For a
+        config-forced pair the ops *between* the casts (forward and backward, e.g.
+        ``RotaryMul``/``RotaryMulGrad``) run on 32-bit data; they are memory-bound, so in
+        the compute dtype their time beyond the fixed per-launch cost (the shortest
+        kernel of the profile) shrinks with their bytes (½ when every float operand is
+        32-bit) — that is saved too. With pipeline parallel, one rank per stage is
+        measured with its own stage's IR, and the per-stage savings become step time as
+        1F1B does: the slowest stage runs every micro batch on the critical path, the
+        others one, so equal stages give the per-rank saving × (m + pp − 1)/m.
+        Without a profile, time is estimated from bytes moved at an assumed HBM
+        bandwidth; without IR, from the config's dims (``advisor lint``).
 
     Why
         Each Cast reads and writes the whole tensor: pure memory traffic with no
@@ -95,7 +115,15 @@ class CastExcess(Rule):
     name = "cast-excess"
     summary = "redundant or fighting Cast operators"
     severity = Severity.MEDIUM
-    requires = Requirements(any_of=(Need.ir("frontend"), Need.ir("backend"), Need.table("kernels", ("name", "type", "duration_us"))))
+    requires = Requirements(
+        any_of=(
+            Need.ir("frontend"),
+            Need.ir("backend"),
+            Need.table("kernels", ("name", "type", "duration_us")),
+            Need.config("model.rotary_dtype"),
+            Need.config("model.softmax_compute_type"),
+        )
+    )
     tags = ("compute", "precision", "cast")
     fix_availability = "sometimes"
 
@@ -104,41 +132,161 @@ class CastExcess(Rule):
         hbm_gbps: float = Field(ASSUMED_HBM_GBPS, gt=0, description="bandwidth assumed for Cast time without a profile, GB/s")
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        graphs = []
-        for stage in ("frontend", "backend"):
-            ir = ctx.ir_graph(stage)
-            if ir is not None:
-                graphs.append((stage, ir))
-        if not graphs:
-            ctx.skip("no IR dump: Cast chains are read from the graph (kernel time alone cannot tell a redundant Cast)")
+        units = stage_evidence(ctx, launches=True)
+        if not any(u.dumps is not None for u in units):
+            found = False
+            if ctx.config is not None:
+                for f in self._config_only(ctx):
+                    found = True
+                    yield f
+            if not found:
+                ctx.skip("no IR dump: Cast chains are read from the graph (kernel time alone cannot tell a redundant Cast); "
+                         "the config forces no extra casts")
             return
-        rank = next(iter(ctx.run), None) if ctx.run is not None else None
-        times, steps = kernel_time_by_scope(rank) if rank is not None else ({}, 1)
-        step_us = ctx.step_time_us(rank) if rank is not None else None
+        first = next((u.rank for u in units if u.rank is not None), None)
+        step_us = ctx.step_time_us(first) if first is not None else None
 
         chains: dict[str, _Chain] = {}
+        for unit in units:
+            if unit.dumps is None:
+                continue
+            for key, chain in self._detect(ctx, unit.dumps).items():
+                self._cost(chain, unit)
+                main = chains.get(key)
+                if main is None:
+                    chains[key] = chain
+                    continue
+                main.nodes.extend(chain.nodes)
+                main.inner.extend(chain.inner)
+                main.layers |= chain.layers
+                main.dtypes = main.dtypes or chain.dtypes
+                main.cost.update(chain.cost)
+                main.inner_cost.update(chain.inner_cost)
+                main.measured = main.measured or chain.measured
+        if not chains:
+            ctx.skip("no redundant, no-op or fighting Cast chain in the IR")
+            return
+        busy = {u.stage: u.busy_us or 0.0 for u in units}
+        micro = pipeline_micro_batches(ctx, units)
+        for chain in chains.values():
+            fill_stages_without_ir(ctx, chain.cost, units)
+            saving = one_f_one_b_step_saving(chain.cost, busy, micro) if len(chain.cost) > 1 else sum(chain.cost.values())
+            f = self._finding(ctx, chain, saving, step_us, len(units), micro)
+            if f is not None:
+                yield f
+
+    # -- detection over one rank's graphs ---------------------------------------------------------------
+    def _detect(self, ctx: RuleContext, dumps: Any) -> dict[str, _Chain]:
+        chains: dict[str, _Chain] = {}
         seen_scopes: set[str] = set()
-        for _stage, ir in graphs:
+        for stage in ("frontend", "backend"):
+            ir = ctx.ir_graph(stage, dumps)
+            if ir is None:
+                continue
             fwd_by_uid = {n.unique_id: n for n in ir.iter_nodes() if n.unique_id}
             for chain in self._chains(ir, ctx, fwd_by_uid):
-                scopes = tuple(n.scope or "" for n in chain.nodes)
+                scopes = tuple(n.scope or "" for n in chain.nodes + chain.inner)
                 if any(s in seen_scopes for s in scopes if s):
                     continue  # the same casts survive into the backend graph: count them once
                 seen_scopes.update(s for s in scopes if s)
                 key = f"{chain.kind}|{chain.key}"
                 if key in chains:
                     chains[key].nodes.extend(chain.nodes)
+                    chains[key].inner.extend(chain.inner)
                     chains[key].layers |= chain.layers
+                    chains[key].dtypes = chains[key].dtypes or chain.dtypes
                 else:
                     chain.path = str(ir.path)
                     chains[key] = chain
-        if not chains:
-            ctx.skip("no redundant, no-op or fighting Cast chain in the IR")
+        # inner ops alone (no cast of that key found) are not a finding
+        return {k: c for k, c in chains.items() if c.nodes}
+
+    def _cost(self, chain: _Chain, unit: StageEvidence) -> None:
+        """µs per step of the chain on ``unit``'s stage: its Cast kernels, plus what 16-bit inner ops would save.
+
+        An op between a config chain's up- and down-cast runs on 32-bit data; in the compute
+        dtype it would move ``ratio`` of the bytes. Such ops are memory-bound, so its time
+        beyond the fixed per-launch cost shrinks by the same ratio.
+        """
+        names = dict.fromkeys(n.kernel_full_name for n in chain.nodes if n.kernel_full_name in unit.times)
+        measured = [unit.times[name] for name in names]
+        if measured:
+            cast_us = sum(measured) / unit.steps
+            inner_us = 0.0
+            inner = {n.kernel_full_name: n for n in chain.inner if n.kernel_full_name in unit.times}
+            for name, n in inner.items():
+                total = unit.times[name] - unit.launches.get(name, 0) * unit.fixed_us
+                inner_us += max(total, 0.0) * (1.0 - _bytes_ratio_16bit(n)) / unit.steps
+            chain.cost[unit.stage] = cast_us + inner_us
+            chain.inner_cost[unit.stage] = inner_us
+            chain.measured = True
+            chain.how = f"{len(measured)} Cast kernel(s) measured"
+            if inner_us:
+                chain.how += f" + {len(chain.inner)} 32-bit op(s) at 16-bit bytes (fixed {unit.fixed_us:.1f} µs/launch)"
             return
-        for chain in chains.values():
-            f = self._finding(ctx, chain, times, steps, step_us)
-            if f is not None:
-                yield f
+        nbytes = 0.0
+        for n in chain.nodes:
+            i = tensor_bytes(getattr(n.in_types[0], "shape", None) if n.in_types else None, _dt(n.in_types[0]) if n.in_types else None)
+            o = tensor_bytes(getattr(n.out_types[0], "shape", None) if n.out_types else None, _dt(n.out_types[0]) if n.out_types else None)
+            nbytes += (i or 0.0) + (o or 0.0)
+        chain.cost[unit.stage] = nbytes / (self.options.hbm_gbps * 1e3)  # bytes / (GB/s) → µs
+        chain.how = f"estimated from {nbytes / 1e6:.2f} MB moved at {self.options.hbm_gbps:.0f} GB/s"
+
+    # -- config alone -------------------------------------------------------------------------------
+    def _config_only(self, ctx: RuleContext) -> Iterable[Finding]:
+        """Mixed-precision keys that make every layer cast up and back down (estimated time)."""
+        cfg = ctx.config
+        assert cfg is not None
+        compute = cfg.compute_dtype
+        if compute not in _16BIT:
+            return
+        h, s, b, mp = cfg.hidden_size or 0, cfg.seq_length or 0, cfg.micro_batch_size, cfg.model_parallel
+        q = (cfg.num_heads or 1) * (cfg.head_dim or 1)
+        kv = (cfg.num_kv_heads or cfg.num_heads or 1) * (cfg.head_dim or 1)
+        layers = -(-(cfg.num_layers or 0) // max(cfg.pipeline_stages, 1))
+        micro = cfg.micro_batch_num if cfg.pipeline_stages > 1 else cfg.gradient_accumulation_steps
+        checks = []
+        if str(cfg.get("model.rotary_dtype", "")).lower() in ("float32", "fp32"):
+            # q and k up (2→4 bytes) and back down (4→2), forward and backward.
+            elements = b * s * (q + kv) / mp
+            checks.append(("model.rotary_dtype", "rotary embedding", 4, elements))
+        fa = cfg.get("model.use_flash_attention")
+        if str(cfg.get("model.softmax_compute_type", "")).lower() in ("float32", "fp32") and fa is False:
+            heads = (cfg.num_heads or 1) / mp
+            checks.append(("model.softmax_compute_type", "softmax", 2, b * heads * s * s))
+        for key, what, casts, elements in checks:
+            nbytes = elements * 6 * casts * layers * max(micro, 1)
+            cost = nbytes / (self.options.hbm_gbps * 1e3)
+            loc = ctx.config_location(key)
+            patch = ctx.config_patch(
+                f"set {key.split('.', 1)[1]} to {compute}",
+                [(key, compute)],
+                safety=Safety.UNSAFE,
+                description=f"run the {what} in {compute} like the rest of the model (precision change)",
+            )
+            yield Finding(
+                code=self.code,
+                rule=self.name,
+                title=f"{key.split('.', 1)[1]}: float32 in a {compute} model forces Cast pairs around the {what} in every layer",
+                message=(
+                    f"With compute_dtype {compute}, {key.split('.', 1)[1]}: float32 makes MindFormers cast the {what}'s inputs "
+                    f"to float32 and back in every layer, forward and backward: about {casts} Cast kernels per layer and "
+                    f"{nbytes / 1e9:.1f} GB of memory traffic per step on each rank ({layers} layers × {max(micro, 1)} micro "
+                    f"batch(es)), roughly {cost / 1000:.2f} ms at {self.options.hbm_gbps:.0f} GB/s. It is a precision choice: "
+                    "keep it if the loss curve needs it."
+                ),
+                severity=Severity.LOW,
+                saving_us=cost,
+                confidence=0.5,
+                evidence=[
+                    Evidence(name="compute_dtype", value=compute),
+                    Evidence(name="casts_per_layer", value=casts),
+                    Evidence(name="bytes_per_step", value=round(nbytes), unit="bytes", source="config dims"),
+                ],
+                locations=[loc] if loc else [],
+                patches=[patch] if patch else [],
+                tags=list(self.tags),
+            )
 
     # -- detection --------------------------------------------------------------------------------
     def _chains(self, ir: Any, ctx: RuleContext, fwd_by_uid: dict[str, Any]) -> Iterable[_Chain]:
@@ -175,17 +323,31 @@ class CastExcess(Rule):
         # Config-driven pairs: Cast up → op(s) → Cast down inside a cell a config key controls.
         if cfg is None or compute not in _16BIT:
             return
+        active = {cell: key for cell, (key, _what) in _CONFIG_CASTS.items() if str(cfg.get(key, "")).lower() in ("float32", "fp32")}
+        if not active:
+            return
         for node in casts:
             if id(node) in used:
                 continue
             path = cell_path_in_layer(self._scope(node, fwd_by_uid))
-            for cell, (key, what) in _CONFIG_CASTS.items():
-                if cell in path and str(cfg.get(key, "")).lower() in ("float32", "fp32"):
+            for cell, key in active.items():
+                if cell in path:
                     used.add(id(node))
                     src_dt = _dt(node.in_types[0] if node.in_types else None) or "?"
                     dst_dt = _dt(node.out_types[0] if node.out_types else None) or "?"
-                    yield _Chain("config", [node], [src_dt, dst_dt], f"{key}|{'.'.join(path)}", config_key=key,
-                                 layers=_set(self._layer(node, fwd_by_uid)))
+                    yield _Chain("config", [node], [src_dt, dst_dt], f"{key}|{'.'.join(path[:path.index(cell) + 1])}",
+                                 config_key=key, layers=_set(self._layer(node, fwd_by_uid)))
+        # The ops between those casts (forward and backward) run on 32-bit data: they are part of the cost.
+        for node in ir.iter_nodes():
+            if node.op in ("Cast", "Load") or node.kernel_full_name is None:
+                continue
+            if not any(_dt(t) == "Float32" for t in node.in_types):
+                continue
+            path = cell_path_in_layer(self._scope(node, fwd_by_uid))
+            for cell, key in active.items():
+                if cell in path:
+                    yield _Chain("config", [], [], f"{key}|{'.'.join(path[:path.index(cell) + 1])}", config_key=key,
+                                 inner=[node], layers=_set(self._layer(node, fwd_by_uid)))
 
     @staticmethod
     def _scope(node: Any, fwd_by_uid: dict[str, Any]) -> str | None:
@@ -206,20 +368,14 @@ class CastExcess(Rule):
         return f"{src[0]}:{src[1]}" if src else scope
 
     # -- reporting --------------------------------------------------------------------------------
-    def _finding(self, ctx: RuleContext, chain: _Chain, times: dict[str, float], steps: int, step_us: float | None) -> Finding | None:
+    def _finding(self, ctx: RuleContext, chain: _Chain, cost: float, step_us: float | None, n_stages: int,
+                 micro: int) -> Finding | None:
         nodes = chain.nodes
-        measured = [times[n.kernel_full_name] for n in nodes if n.kernel_full_name in times]
-        if measured:
-            cost = sum(measured) / steps
-            how = f"{len(measured)} Cast kernel(s) measured"
-        else:
-            nbytes = 0.0
-            for n in nodes:
-                i = tensor_bytes(getattr(n.in_types[0], "shape", None) if n.in_types else None, _dt(n.in_types[0]) if n.in_types else None)
-                o = tensor_bytes(getattr(n.out_types[0], "shape", None) if n.out_types else None, _dt(n.out_types[0]) if n.out_types else None)
-                nbytes += (i or 0.0) + (o or 0.0)
-            cost = nbytes / (self.options.hbm_gbps * 1e3)  # bytes / (GB/s) → µs
-            how = f"estimated from {nbytes / 1e6:.2f} MB moved at {self.options.hbm_gbps:.0f} GB/s"
+        how = chain.how
+        if n_stages > 1 and len(chain.cost) > 1:
+            per = ", ".join(f"stage {s}: {c:.1f}" for s, c in sorted(chain.cost.items()))
+            how += (f"; kernel µs per step by pipeline stage ({per}) → step time under 1F1B with {micro} micro batches "
+                    "(the slowest stage carries every micro batch, the others one)")
         share = 100.0 * cost / step_us if step_us else None
         if share is not None and share < self.options.min_share_pct:
             return None
@@ -243,6 +399,12 @@ class CastExcess(Rule):
             "config": "a 32-bit setting for a block inside a 16-bit model makes every layer cast up and back down",
         }[chain.kind]
         msg = [f"{len(nodes)} Cast node(s) ({chain_txt}): {why}."]
+        inner = sum(chain.inner_cost.values())
+        if chain.inner and inner > 0:
+            ops = sorted({n.op for n in chain.inner})
+            msg.append(f"Between the casts {len(chain.inner)} op(s) ({', '.join(ops)}) run on 32-bit data; in "
+                       f"{ctx.config.compute_dtype if ctx.config is not None else '16 bits'} they would move half the bytes "
+                       f"({inner:.1f} µs per step of the kernel time below).")
         msg.append(f"Time: {cost:.1f} µs per step ({how})" + (f", {share:.2f}% of the step." if share is not None else "."))
         srcs = []
         for n in nodes:
@@ -285,7 +447,7 @@ class CastExcess(Rule):
             severity=sev,
             saving_us=cost,
             step_time_us=step_us,
-            confidence=0.9 if measured else 0.6,
+            confidence=0.9 if chain.measured else 0.6,
             evidence=[
                 Evidence(name="cast_nodes", value=len(nodes)),
                 Evidence(name="cast_time_per_step", value=round(cost, 3), unit="µs", source=how),
@@ -301,3 +463,15 @@ class CastExcess(Rule):
 def _set(v: int | None) -> set[int]:
     return set() if v is None else {v}
 
+
+
+def _bytes_ratio_16bit(node: Any) -> float:
+    """Bytes ``node`` would move with its 32-bit float tensors in 16 bits, over the bytes it moves now."""
+    now = after = 0.0
+    for t in [*node.in_types, *node.out_types]:
+        b = tensor_bytes(getattr(t, "shape", None), _dt(t))
+        if not b:
+            continue
+        now += b
+        after += b / 2 if _dt(t) == "Float32" else b
+    return after / now if now else 0.5

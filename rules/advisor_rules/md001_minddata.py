@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
@@ -23,7 +25,7 @@ from advisor_core.engine import (
     Safety,
     Severity,
 )
-from advisor_rules._common import severity_for_share
+from advisor_rules._common import ASSUMED_CUBE_TFLOPS, severity_for_share
 
 
 @dataclass
@@ -53,7 +55,13 @@ class MinddataBottleneck(Rule):
         Decides whether the device waits for input data, and which pipeline op is
         the bottleneck. Time lost per step comes from the step trace (legacy step
         gap ``iteration_interval``; or ``Free`` time when the feeding queue runs
-        empty) or from the host queue's get-next waits. The bottleneck op is the
+        empty) or from the host queue's get-next waits. Per step: the trace's
+        ``ProfilerStep#n`` windows, else MindSpore's whole-collection ``Step=0`` row
+        of ``step_trace_time.csv`` divided by the steps it covers (trace windows,
+        else kernel ``Step ID``s, else the host queue's one record per batch).
+        ``Preparing`` (step start → first kernel) is idle time *inside* ``Free``
+        (Computing + Communication(Not Overlapped) + Free tile the step), so the
+        wait is ``Free``, never ``Free + Preparing``. The bottleneck op is the
         one whose **input queue is full while its output queue is empty**
         (``minddata_pipeline_raw``), a leaf reader whose output queue stays low,
         or — all queues full but the device queue empty — the host→device
@@ -79,7 +87,22 @@ class MinddataBottleneck(Rule):
         ``python_multiprocessing: True`` when a Python op is held by the GIL (its
         threads together use about one core); raise ``prefetch_size`` when Batch is
         the bottleneck with idle CPU. The estimate assumes a CPU-bound op scales
-        with workers until the step becomes compute-bound.
+        with workers until the step becomes compute-bound: workers = ⌈w · step /
+        (compute · (1 − headroom))⌉ (20 % headroom against jitter), predicted step
+        = max(compute, step · w / workers). The bound is the host's cores *per
+        device*: ``cpu_processor_num`` counts the whole host, so it is divided by
+        the devices sharing it — the job's ranks on that host (profiles, world
+        size), and a whole server's NPUs (8) when the profiler names an Ascend
+        910-family device (192 cores / 8 = 24 on an Atlas 800T A2); override with
+        settings ``host.cpu_cores_per_device`` / ``host.devices_per_host``.
+
+    Config alone (``advisor lint``): a ``train_dataset`` whose map transforms cost
+    at least ``heavy_sample_us`` of CPU per sample (assumed typical per-transform
+    costs: JPEG decode ≈ 1.8 ms, RandomCropDecodeResize 2.2 ms, Normalize 0.4 ms …)
+    with ``num_parallel_workers`` (MindSpore's default 8 when absent) too low for
+    the device step estimated from the model's FLOPs (6 × weights × tokens at the
+    assumed cube throughput) gets a medium finding (low when the estimate says the
+    device would not wait) with a safe patch; confidence is low — profile to confirm.
 
     No finding is produced when the pipeline keeps up (data wait below
     ``min_wait_share_pct`` of the step), however odd one queue looks.
@@ -96,6 +119,8 @@ class MinddataBottleneck(Rule):
             Need.table("host_queue"),
             Need.table("step_trace"),
             Need.table("trace_events"),
+            Need.config("dataset.transforms"),
+            Need.config("dataset.num_parallel_workers"),
         )
     )
     tags = ("data", "minddata")
@@ -107,11 +132,13 @@ class MinddataBottleneck(Rule):
         full_usage: float = Field(0.5, ge=0, le=1, description="an input queue at least this full counts as full")
         empty_usage: float = Field(0.2, ge=0, le=1, description="an output queue at most this full counts as empty")
         cores_per_device: int | None = Field(None, ge=1, description="host CPU cores available per device (default: from the profile or settings)")
+        heavy_sample_us: float = Field(1000.0, ge=0, description="config alone: a map costing at least this much CPU per sample is checked, µs")
+        headroom_pct: float = Field(20.0, ge=0, lt=100, description="the proposed workers leave the op this share of the compute step idle, %")
 
     # ------------------------------------------------------------------------------------------
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        if ctx.run is None:
-            ctx.skip("no profile: the data pipeline can only be judged from a profile (config alone: see lint)")
+        if ctx.run is None or not list(ctx.run):
+            yield from self._config_only(ctx)
             return
         best: tuple[float, Any, _Wait, _Bottleneck | None] | None = None
         notes: list[str] = []
@@ -134,6 +161,81 @@ class MinddataBottleneck(Rule):
             ctx.skip("; ".join(notes) or "no data-wait evidence")
             return
         yield self._finding(ctx, *best[1:])
+
+    # -- config alone (advisor lint) ----------------------------------------------------------------
+    def _config_only(self, ctx: RuleContext) -> Iterable[Finding]:
+        """A map of CPU-heavy transforms with too few workers for the device's step (estimated, no profile)."""
+        cfg = ctx.config
+        if cfg is None:
+            ctx.skip("no profile and no training config")
+            return
+        transforms = _transform_names(cfg.get("dataset.transforms"))
+        if not transforms:
+            ctx.skip("no profile, and train_dataset has no map transforms (a text pipeline's TypeCast is cheap)")
+            return
+        per_sample = sum(_TRANSFORM_US.get(t, _PY_US if _is_python(t) else _UNKNOWN_US) for t in transforms)
+        if per_sample < self.options.heavy_sample_us:
+            ctx.skip(f"no profile; the map's transforms ({', '.join(transforms)}) cost about {per_sample:.0f} µs per sample: light")
+            return
+        explicit = cfg.num_parallel_workers
+        workers = explicit or _MS_DEFAULT_WORKERS
+        batch = cfg.int_of("dataset.batch_size") or cfg.micro_batch_size
+        cpu_batch = batch * per_sample  # µs of one core per batch
+        device_us = _device_step_estimate(cfg)
+        bound = self.options.cores_per_device or int((dict(ctx.settings.get("host") or {})).get("cpu_cores_per_device") or 0)
+        bound_src = "configured" if bound else f"assumed: {_ASSUMED_HOST_CORES} host cores / {_SERVER_NPUS} NPUs"
+        bound = bound or _ASSUMED_HOST_CORES // _SERVER_NPUS
+        head = 1.0 - self.options.headroom_pct / 100.0
+        target = math.ceil(cpu_batch / (device_us * head)) if device_us else _MS_DEFAULT_WORKERS
+        target = min(target, bound)
+        if target <= workers:
+            ctx.skip(f"no profile; {workers} worker(s) give the map about {cpu_batch / workers / 1000:.1f} ms per batch"
+                     + (f", under the estimated {device_us / 1000:.1f} ms device step" if device_us else ""))
+            return
+        now, after = cpu_batch / workers, cpu_batch / target
+        saving = max(0.0, max(device_us, now) - max(device_us, after)) if device_us else None
+        starved = device_us is not None and now > device_us
+        what = ", ".join(transforms)
+        msg = [
+            f"train_dataset's map runs {what}: about {per_sample / 1000:.2f} ms of one CPU core per sample "
+            f"(assumed typical costs for ImageNet-size images), {cpu_batch / 1000:.1f} ms per batch of {batch}.",
+            f"With {workers} worker(s)" + ("" if explicit else " (num_parallel_workers not set: MindSpore's default)")
+            + f" a batch takes about {now / 1000:.1f} ms"
+            + (f", while the device step is estimated at {device_us / 1000:.1f} ms from the model's FLOPs at "
+               f"{ASSUMED_CUBE_TFLOPS:.0f} TFLOPS" if device_us else "") + ".",
+        ]
+        if starved:
+            msg.append(f"The device would wait about {(now - device_us) / 1000:.1f} ms per step for data.")
+        if any(_is_python(t) for t in transforms) and cfg.get("dataset.python_multiprocessing") is not True:
+            msg.append("Python transforms run under the GIL in threads: set python_multiprocessing: True for them to scale.")
+        msg.append(f"{target} workers (bound: {bound} cores per device, {bound_src}) would feed a batch in about "
+                   f"{after / 1000:.1f} ms with {self.options.headroom_pct:.0f}% headroom. Profile a few steps to confirm "
+                   "(data_process=True): the costs here are estimates.")
+        patch = ctx.config_patch(
+            f"set train_dataset.num_parallel_workers to {target}",
+            [("dataset.num_parallel_workers", target)],
+            safety=Safety.SAFE,
+            description=f"enough map workers for the estimated device step; bounded by {bound} CPU cores per device",
+        )
+        loc = ctx.config_location("dataset.num_parallel_workers", note="the map ops' workers")
+        yield Finding(
+            code=self.code,
+            rule=self.name,
+            title=f"num_parallel_workers {workers} for a CPU-heavy map ({what}): the data pipeline will likely starve the device",
+            message=" ".join(msg),
+            severity=Severity.MEDIUM if starved else Severity.LOW,
+            saving_us=saving,
+            confidence=0.4,
+            evidence=[
+                Evidence(name="map_cpu_per_sample", value=round(per_sample, 1), unit="µs", source="assumed per-transform costs"),
+                Evidence(name="workers", value=workers),
+                Evidence(name="batch_size", value=batch),
+            ]
+            + ([Evidence(name="device_step_estimate", value=round(device_us, 1), unit="µs", source="config FLOPs")] if device_us else []),
+            locations=[loc] if loc else [],
+            patches=[patch] if patch else [],
+            tags=list(self.tags),
+        )
 
     # -- evidence -------------------------------------------------------------------------------
     def _queue_empty_share(self, rank: Any) -> tuple[float | None, str | None]:
@@ -160,7 +262,13 @@ class MinddataBottleneck(Rule):
             if rows["iteration_interval_us"].notna().any():
                 return _Wait(float(rows["iteration_interval_us"].mean()), step_us, "step trace iteration gap", empty)
             if rows["free_us"].notna().any():
-                free = float(rows["free_us"].mean()) + float(rows["preparing_us"].fillna(0).mean())
+                # Computing + Communication(Not Overlapped) + Free tile the step, so Preparing (step start →
+                # first kernel, where a data wait shows) is already inside Free: never add the two.
+                free = float(rows["free_us"].mean())
+                n = self._steps_of_whole_run_row(rank, bd)
+                if n > 1:
+                    free /= n
+                    step_us = step_us / n if step_us else step_us
                 data_starved = empty is not None and empty >= self.options.empty_queue_share
                 if data_starved:
                     return _Wait(free, step_us, "device idle (Free) with the feeding queue empty", empty)
@@ -177,6 +285,20 @@ class MinddataBottleneck(Rule):
                 step_us = max(float(per_batch) * 1000.0, get_us)
             return _Wait(get_us, step_us, "host queue get-next wait", empty)
         return _Wait(None, None, "none", empty)
+
+    @staticmethod
+    def _steps_of_whole_run_row(rank: Any, bd: pd.DataFrame) -> int:
+        """Steps a not-yet-divided whole-collection ``step_trace_time.csv`` row covers (1 when per step).
+
+        MindSpore writes one ``Step=0`` row for the whole collection. The step breakdown divides
+        it by the steps the trace windows or kernel ``Step ID`` give; when neither exists it is
+        left whole (``… (whole collection)``) and the host queue's per-batch records (one per
+        step: the device takes one batch per step) count the steps instead.
+        """
+        if len(bd) != 1 or not str(bd.iloc[0]["source"]).endswith("(whole collection)"):
+            return 1
+        hq = rank.table("host_queue") if rank.has_table("host_queue") else None
+        return int(len(hq)) if hq is not None and len(hq) > 1 else 1
 
     def _bottleneck(self, rank: Any) -> _Bottleneck | None:
         pipe = rank.table("minddata_pipeline") if rank.has_table("minddata_pipeline") else None
@@ -238,6 +360,16 @@ class MinddataBottleneck(Rule):
 
     # -- finding --------------------------------------------------------------------------------
     def _cores_per_device(self, ctx: RuleContext, rank: Any) -> tuple[int | None, str]:
+        """Host CPU cores one device's data pipeline may use.
+
+        ``cpu_processor_num`` (``minddata_cpu_utilization``) counts the whole host, which
+        every device of the node shares. Devices per host, most specific first: settings
+        ``host.devices_per_host``; else the larger of the job's ranks profiled on this host
+        and the job's ranks on one node (world size from ``distributed_args``/config, at
+        most a server's NPUs); and when the profiler names an Ascend 910-family device, a
+        whole server's NPUs (8 per Atlas 800/900 training server): its cores are
+        provisioned for all of them, and other jobs may hold the NPUs this job leaves free.
+        """
         if self.options.cores_per_device:
             return self.options.cores_per_device, "option cores_per_device"
         host = dict(ctx.settings.get("host") or {})
@@ -248,14 +380,21 @@ class MinddataBottleneck(Rule):
         if not cores:
             return None, "unknown"
         per_host = int(host.get("devices_per_host") or 0)
-        if not per_host:
-            world = len(ctx.run.ranks) if ctx.run is not None else 1
-            if rank.parallel is not None and rank.parallel.world_size:
-                world = rank.parallel.world_size
-            elif ctx.config is not None:
-                world = max(world, ctx.config.device_count)
-            per_host = max(1, min(8, world))
-        return max(1, int(cores) // per_host), f"{cores} host cores / {per_host} device(s) per host"
+        if per_host:
+            return max(1, int(cores) // per_host), f"{cores} host cores / {per_host} device(s) per host (settings)"
+        name = getattr(getattr(rank, "identity", None), "host", None)
+        on_host = sum(1 for r in ctx.run if name and getattr(r.identity, "host", None) == name) if ctx.run is not None else 1
+        world = len(ctx.run.ranks) if ctx.run is not None else 1
+        if rank.parallel is not None and rank.parallel.world_size:
+            world = rank.parallel.world_size
+        elif ctx.config is not None:
+            world = max(world, ctx.config.device_count)
+        device = _device_type(rank)
+        slots = _SERVER_NPUS if device and device.startswith("Ascend910") else None
+        per_host = max(on_host, min(world, _SERVER_NPUS), slots or 1)
+        why = (f"{cores} host cores / {per_host} NPUs per {device} server" if slots and per_host == slots
+               else f"{cores} host cores / {per_host} device(s) per host")
+        return max(1, int(cores) // per_host), why
 
     def _finding(self, ctx: RuleContext, rank: Any, wait: _Wait, bott: _Bottleneck | None) -> Finding:
         o = self.options
@@ -283,7 +422,9 @@ class MinddataBottleneck(Rule):
         new_workers = None
         predicted_step = None
         if workers and step_us and compute_us is not None and bott is not None and bott.kind in ("op", "leaf"):
-            need = math.ceil(workers * step_us / compute_us) if compute_us > 0 else workers * 4
+            # A CPU-bound op's batch time scales as 1/workers; leave headroom so jitter does not starve the device.
+            need = (math.ceil(workers * step_us / (compute_us * (1.0 - o.headroom_pct / 100.0)))
+                    if compute_us > 0 else workers * 4)
             target = max(need, workers + 1)
             if cores is not None:
                 target = min(target, cores)
@@ -318,8 +459,8 @@ class MinddataBottleneck(Rule):
                        "python_multiprocessing: True will.")
         if new_workers is not None:
             msg.append(
-                f"With {new_workers} workers (bound: {cores} cores per device, {cores_src}) the step should drop to "
-                f"{predicted_step / 1000:.2f} ms."
+                f"With {new_workers} workers ({o.headroom_pct:.0f}% headroom; bound: {cores} cores per device, "
+                f"{cores_src}) the step should drop to {predicted_step / 1000:.2f} ms."
             )
         elif bott is not None and bott.kind in ("op", "leaf") and workers and cores is not None and workers >= cores:
             msg.append(
@@ -406,6 +547,74 @@ class MinddataBottleneck(Rule):
             rank=rank.rank_id,
             tags=list(self.tags),
         )
+
+
+# NPUs per Ascend 910-family training server (Atlas 800 9000, 800T A2, 900 A2 nodes); also the cap on a job's
+# ranks per node when the device type is unknown.
+_SERVER_NPUS = 8
+
+
+# Config alone: assumed CPU cost of one sample per transform on one host core (µs; ImageNet-size JPEGs).
+# JPEG decode dominates (libjpeg-turbo ≈ 1.5–2.5 ms for a ~110 kB image); the rest are per-pixel passes.
+_TRANSFORM_US = {
+    "RandomCropDecodeResize": 2200.0, "Decode": 1800.0, "DecodeVideo": 5000.0, "RandomResizedCrop": 400.0,
+    "Resize": 350.0, "Normalize": 400.0, "NormalizePad": 420.0, "Rescale": 200.0, "ToTensor": 300.0, "HWC2CHW": 150.0,
+    "CenterCrop": 50.0, "RandomCrop": 60.0, "RandomHorizontalFlip": 40.0, "RandomVerticalFlip": 40.0,
+    "RandomColorAdjust": 900.0, "AutoAugment": 1500.0, "RandAugment": 1500.0, "TypeCast": 5.0,
+}
+_UNKNOWN_US = 200.0
+_PY_US = 500.0
+_MS_DEFAULT_WORKERS = 8  # mindspore.dataset.config default num_parallel_workers
+_ASSUMED_HOST_CORES = 192  # Atlas 800T A2 host: 4 × 48-core Kunpeng 920
+
+
+def _transform_names(value: Any) -> list[str]:
+    """``[type: Decode, {type: Resize, size: 224}, "Normalize"]`` → ``["Decode", "Resize", "Normalize"]``."""
+    if not isinstance(value, (list, tuple)):
+        return []
+    out = []
+    for t in value:
+        name = t.get("type") if isinstance(t, dict) else t
+        if name:
+            out.append(str(name).rsplit(".", 1)[-1])
+    return out
+
+
+def _is_python(name: str) -> bool:
+    return name.startswith(("Py", "py_")) or "Python" in name or "Lambda" in name
+
+
+def _device_step_estimate(cfg: Any) -> float | None:
+    """Device µs per step from the model's FLOPs: 6 × weights × tokens (+ attention), per device, at an assumed rate.
+
+    Per layer 4h² (attention projections, kv heads counted) + 3·h·ffn (gated MLP) weights, plus
+    the vocab head; split over model parallel × pipeline stages; tokens = batch × seq. ``None``
+    when the config lacks the dims (a non-transformer model).
+    """
+    h, layers, seq = cfg.hidden_size, cfg.num_layers, cfg.seq_length
+    if not h or not layers or not seq:
+        return None
+    f, _ = cfg.ffn_hidden_size()
+    hd = cfg.head_dim or h // max(cfg.num_heads or 1, 1)
+    kv = (cfg.num_kv_heads or cfg.num_heads or 1) * hd
+    per_layer = 2 * h * h + 2 * h * kv + 3 * h * (f or 4 * h)
+    weights = (layers * per_layer + (cfg.vocab_size or 0) * h) / max(cfg.model_parallel * cfg.pipeline_stages, 1)
+    tokens = (cfg.int_of("dataset.batch_size") or cfg.micro_batch_size) * seq
+    attn = 12.0 * layers * tokens * seq * h / max(cfg.model_parallel * cfg.pipeline_stages, 1)
+    return (6.0 * weights * tokens + attn) / (ASSUMED_CUBE_TFLOPS * 1e6)
+
+
+def _device_type(rank: Any) -> str | None:
+    """``cann_profiler_info.device_type`` of ``profiler_info_<rank>.json`` (``Ascend910B``), else ``None``."""
+    path = (getattr(rank, "artifacts", None) or {}).get("profiler_info")
+    if path is None:
+        return None
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    dev = (data.get("cann_profiler_info") or {}).get("device_type") if isinstance(data, dict) else None
+    return str(dev) if dev else None
 
 
 def _label(r: Any) -> str:
