@@ -32,6 +32,7 @@ class RenderContext:
     command: str = "analyze"
     width: int | None = None
     show_fixes: bool = True
+    show_skipped: bool = True  # text format: list every rule that reported nothing, with why
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
     def relpath(self, path: str | None) -> str | None:

@@ -87,16 +87,19 @@ class TextFormat:
                     for p in f.patches:
                         console.print(f"  fix ({p.safety.value}): {p.title}", markup=False, highlight=False)
                         if p.diff:
-                            console.print(p.diff.rstrip("\n"), markup=False, highlight=False)
+                            console.print(p.diff.rstrip("\n"), markup=False, highlight=False, soft_wrap=True)
                         for n in p.notes:
                             console.print(f"  note: {n}", markup=False, highlight=False, style="dim")
         else:
             console.print("No findings.")
-        if result.skipped:
+        if result.skipped and ctx.show_skipped:
             console.print()
             console.print(Text(f"{len(result.skipped)} rule(s) reported nothing:", style="bold"))
             for s in result.skipped:
                 console.print(f"  {s.code} {s.name}: {s.reason}", markup=False, highlight=False)
+        elif result.skipped:
+            console.print()
+            console.print(f"{len(result.skipped)} rule run(s) reported nothing (-v lists them with the reason).", style="dim")
         if result.errors:
             console.print()
             console.print(Text(f"{len(result.errors)} error(s):", style="bold red"))
