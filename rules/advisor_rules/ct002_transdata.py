@@ -244,7 +244,8 @@ class TransDataExcess(Rule):
                     continue
             # (1) sandwich: this TransData leaves a special format; its single consumer X feeds a TransData back
             if src in _SPECIAL and dst not in _SPECIAL:
-                us = users(t)
+                # a recompute copy (duplicated: Bool(1)) reads the same saved input: not a second consumer
+                us = [u for u in users(t) if not getattr(u, "is_duplicated", False)]
                 if len(us) != 1 or us[0].op in _TRANS or us[0].op in _MATMUL:
                     continue
                 x = us[0]
