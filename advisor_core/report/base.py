@@ -121,17 +121,26 @@ def result_json(result: "AnalysisResult", ctx: RenderContext) -> dict[str, Any]:
     }
 
 
-def primary_location_text(f: Finding, ctx: RenderContext) -> str:
+def _base(path: str | None) -> str:
+    return "" if not path else path.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def primary_location_text(f: Finding, ctx: RenderContext, *, short: bool = False) -> str:
+    """Where the finding points, config key first; ``short`` is ``file:line`` for a table cell."""
     cfg = f.primary_config_location()
     if cfg is not None:
+        if short:
+            return f"{_base(cfg.path)}:{cfg.line}"
         return f"{ctx.relpath(cfg.path)}:{cfg.line}" + (f" {cfg.key_path}" if cfg.key_path else "")
     for loc in f.locations:
         if loc.kind == "ir":
+            if short:
+                return f"{_base(loc.path)}:{loc.line}"
             return f"{ctx.relpath(loc.path)}:{loc.line}" + (f" {loc.node}" if loc.node else "")
         if loc.kind == "profile":
-            where = loc.op or loc.table or ""
+            where = loc.table if short else (loc.op or loc.table or "")
             rank = f"rank {loc.rank} " if loc.rank is not None else ""
-            return f"{rank}{where}".strip() or (ctx.relpath(loc.path) or "")
+            return f"{rank}{where or ''}".strip() or (ctx.relpath(loc.path) or "")
         if loc.kind == "source":
-            return f"{loc.path}:{loc.line}"
+            return f"{_base(loc.path) if short else loc.path}:{loc.line}"
     return ""

@@ -49,28 +49,28 @@ class TextFormat:
     def print(self, result: "AnalysisResult", ctx: RenderContext, console: Console) -> None:
         if result.findings:
             t = Table(title=f"{len(result.findings)} finding(s), ranked by estimated saving × confidence",
-                      title_justify="left", show_lines=False)
+                      title_justify="left", show_lines=False, expand=True)
             t.add_column("#", justify="right")
             t.add_column("code")
             t.add_column("sev")
-            t.add_column("saving/step", justify="right")
-            t.add_column("conf", justify="right")
-            t.add_column("where", overflow="fold")
-            t.add_column("finding", overflow="fold")
+            t.add_column("saving/step", justify="right", no_wrap=True)
+            t.add_column("finding", overflow="fold", ratio=1)
+            t.add_column("where", no_wrap=True, overflow="ellipsis", max_width=30)
             for i, f in enumerate(result.findings, 1):
                 t.add_row(
                     str(i),
                     f.code,
                     Text(f.severity.value, style=_SEV_STYLE[f.severity]),
                     _saving(f),
-                    f"{f.confidence:.2f}",
-                    primary_location_text(f, ctx),
                     f.title,
+                    primary_location_text(f, ctx, short=True),
                 )
             console.print(t)
             for i, f in enumerate(result.findings, 1):
                 console.print()
                 console.print(Text(f"[{i}] {f.code} {f.rule}: {f.title}", style="bold"))
+                console.print(f"{f.severity.value}; saving {_saving(f)} per step, confidence {f.confidence:.2f}",
+                              markup=False, highlight=False, style="dim")
                 console.print(f.message, markup=False, highlight=False)
                 if f.memory_delta_bytes is not None:
                     console.print(f"peak memory per rank if fixed: {fmt_bytes(f.memory_delta_bytes)}")
