@@ -81,8 +81,11 @@ class TextFormat:
                         for e in f.evidence[:8]
                     )
                     console.print(f"evidence: {ev}", markup=False, highlight=False, style="dim")
-                for loc in f.locations[:6]:
+                for loc in f.locations[:4]:
                     console.print(f"  at {_loc_text(loc, ctx)}", markup=False, highlight=False, style="dim")
+                if len(f.locations) > 4:
+                    console.print(f"  … and {len(f.locations) - 4} more location(s) (--format json lists them)",
+                                  style="dim")
                 if ctx.show_fixes:
                     for p in f.patches:
                         console.print(f"  fix ({p.safety.value}): {p.title}", markup=False, highlight=False)
@@ -109,8 +112,16 @@ class TextFormat:
 
 def _fmt_value(v: Any) -> str:
     if isinstance(v, float):
-        return f"{v:,.4g}" if abs(v) < 1e6 else f"{v:,.0f}"
+        if v.is_integer() or abs(v) >= 1000:
+            return f"{v:,.0f}"
+        return f"{v:.4g}"
     return str(v)
+
+
+def _short_scope(op: str, keep: int = 3) -> str:
+    """The last ``keep`` components of a kernel's full scope name (the rest is in the JSON report)."""
+    parts = op.split("/")
+    return op if len(parts) <= keep else "…/" + "/".join(parts[-keep:])
 
 
 def _loc_text(loc: Any, ctx: RenderContext) -> str:
@@ -120,8 +131,10 @@ def _loc_text(loc: Any, ctx: RenderContext) -> str:
         return f"{ctx.relpath(loc.path)}:{loc.line} {loc.node or ''}".rstrip()
     if loc.kind == "source":
         return f"{loc.path}:{loc.line}" + (f" ({loc.note})" if loc.note else "")
-    bits = [f"rank {loc.rank}" if loc.rank is not None else None, loc.table, loc.op, f"row {loc.row}" if loc.row is not None else None]
-    return (" ".join(b for b in bits if b) + (f" [{ctx.relpath(loc.path)}]" if loc.path else "")).strip()
+    table = loc.path.replace("\\", "/").rsplit("/", 1)[-1] if loc.path else loc.table
+    bits = [f"rank {loc.rank}" if loc.rank is not None else None, table,
+            _short_scope(loc.op) if loc.op else None, f"row {loc.row}" if loc.row is not None else None]
+    return " ".join(b for b in bits if b).strip()
 
 
 class JsonFormat:
