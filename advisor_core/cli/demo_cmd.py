@@ -59,7 +59,7 @@ def demo_command(scenario: str, keep: Path | None, fmt: str, no_fixes: bool, see
         host = _host(False, (), settings)
         session = Session([out], SessionOptions(settings=settings), host=host)
         result = session.analyze()
-        ctx = RenderContext(inputs=result.inputs, fail_on="never", show_fixes=not no_fixes)
+        ctx = RenderContext(inputs=result.inputs, fail_on="never", show_fixes=not no_fixes, show_skipped=False)
         render(result, host, fmt, None, ctx)
         if fmt == "text":
             _print_truth(sim.expected or json.loads((out / "expected.json").read_text(encoding="utf-8")), result)

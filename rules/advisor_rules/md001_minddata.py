@@ -141,26 +141,37 @@ class MinddataBottleneck(Rule):
             yield from self._config_only(ctx)
             return
         best: tuple[float, Any, _Wait, _Bottleneck | None] | None = None
-        notes: list[str] = []
+        no_evidence: list[int] = []
+        keeps_up: list[tuple[int, float, float]] = []  # rank, wait µs, share %
         for rank in ctx.run:
             wait = self._wait(ctx, rank)
             bott = self._bottleneck(rank)
             if wait.wait_us is None:
-                notes.append(f"rank {rank.rank_id}: no step-level evidence of waiting for data")
+                no_evidence.append(rank.rank_id)
                 continue
             share = 100.0 * wait.wait_us / wait.step_us if wait.step_us else 0.0
             if share < self.options.min_wait_share_pct:
-                notes.append(
-                    f"rank {rank.rank_id}: the pipeline keeps up (data wait {wait.wait_us:.0f} µs = {share:.1f}% of the step, "
-                    f"below {self.options.min_wait_share_pct}%)"
-                )
+                keeps_up.append((rank.rank_id, wait.wait_us, share))
                 continue
             if best is None or wait.wait_us > best[0]:
                 best = (wait.wait_us, rank, wait, bott)
         if best is None:
-            ctx.skip("; ".join(notes) or "no data-wait evidence")
+            ctx.skip(self._quiet_reason(no_evidence, keeps_up))
             return
         yield self._finding(ctx, *best[1:])
+
+    def _quiet_reason(self, no_evidence: list[int], keeps_up: list[tuple[int, float, float]]) -> str:
+        """One sentence for all ranks: the worst wait stands for the rest."""
+        notes = []
+        if keeps_up:
+            rank, wait_us, share = max(keeps_up, key=lambda t: t[1])
+            who = f"rank {rank}" if len(keeps_up) == 1 else f"{len(keeps_up)} ranks"
+            notes.append(f"the pipeline keeps up on {who} (largest data wait {wait_us:.0f} µs = {share:.1f}% of the "
+                         f"step, on rank {rank}; below {self.options.min_wait_share_pct}%)")
+        if no_evidence:
+            ranks = ", ".join(map(str, no_evidence[:8])) + (", …" if len(no_evidence) > 8 else "")
+            notes.append(f"no step-level evidence of waiting for data on rank(s) {ranks}")
+        return "; ".join(notes) or "no data-wait evidence"
 
     # -- config alone (advisor lint) ----------------------------------------------------------------
     def _config_only(self, ctx: RuleContext) -> Iterable[Finding]:
