@@ -1,0 +1,49 @@
+"""The README is the front door: its two commands, its CI block and its CLI tour stay true."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from advisor_core.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _ci_command() -> str:
+    """What .ci/run extracts from the README (the same awk program it runs)."""
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    (awk,) = re.findall(r"awk '([^']+)' README\.md", script)
+    return subprocess.run(["awk", awk, str(ROOT / "README.md")], capture_output=True, text=True, check=True).stdout
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    cmd = _ci_command().strip()
+    assert cmd.splitlines() == [
+        'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" ./plugins/advisor-aicpu '
+        "&& python -m pytest"
+    ]
+    # the whole suite, interop included: no -m/-k filter and no skipped directories
+    assert " -m " not in cmd.split("pytest", 1)[1] and " -k " not in cmd
+
+
+def test_ci_script_fails_on_failure() -> None:
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "set -euo pipefail" in script and 'exec bash -euo pipefail -c "$cmd"' in script
+
+
+def test_first_command_runs_the_main_job() -> None:
+    first = re.search(r"```bash\n(.+?)\n```", README, re.S).group(1)
+    assert first == "python3 -m venv .venv && . .venv/bin/activate && pip install . && advisor demo"
+
+
+def test_tour_covers_every_command() -> None:
+    missing = [name for name in cli.commands if f"advisor {name}" not in README]
+    assert missing == []
+
+
+def test_documents_linked_from_the_readme_exist() -> None:
+    links = re.findall(r"\]\(((?!https?:|#)[^)]+)\)", README)
+    assert links and [p for p in links if not (ROOT / p).exists()] == []
