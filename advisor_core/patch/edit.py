@@ -185,13 +185,22 @@ class TreeEditor:
         """
         parent_ptr = pointer.rsplit("/", 1)[0] if pointer else ""
         try:
-            parent = resolve(self.work.data, parent_ptr)[2]
+            holder, key, parent = resolve(self.work.data, parent_ptr)
         except (PointerError, ValueError):
             return
-        if isinstance(parent, CommentedSeq) and is_block(parent) and parent:
-            first = parent[0]
-            if isinstance(first, (dict, list)) and not first:
-                parent.fa.set_flow_style()
+        if not (isinstance(parent, CommentedSeq) and is_block(parent) and parent and holder is not None):
+            return
+        first = parent[0]
+        if isinstance(first, (dict, list)) and not first and self._key_line_comment(holder, key, parent):
+            parent.fa.set_flow_style()
+
+    @staticmethod
+    def _key_line_comment(holder: Any, key: Any, value: Any) -> bool:
+        """Whether the line that introduces ``value`` (``key:``) carries an end-of-line comment."""
+        if isinstance(holder, CommentedMap) and eol_token(holder, key) is not None:
+            return True
+        own = getattr(value.ca, "comment", None)
+        return bool(own and own[0] is not None and not own[0].value.startswith("\n"))
 
     def replace(self, pointer: str, value: Any) -> EditRecord:
         parent, key, old = self._resolve(pointer)
@@ -221,6 +230,13 @@ class TreeEditor:
         written = next(((p, k) for p, k in slots if first_sites.written_here(p, k)), slots[0])
         moved = take_after(*written, first_sites) if is_block(written[0]) else ""
         self._keep_gap(parent, key, new)
+        if not (is_block(new) and len(new)):
+            # Comment lines between "key:" and the first entry of the old block had their place inside
+            # it; in front of a one-line value ruamel would write the value below them (invalid YAML).
+            for slot_parent, slot_key in slots:
+                entry = slot_parent.ca.items.get(slot_key) if isinstance(slot_parent, CommentedMap) else None
+                if entry is not None and len(entry) > 3:
+                    entry[3] = None
         for slot_parent, slot_key in slots:
             slot_parent[slot_key] = new
         if moved:

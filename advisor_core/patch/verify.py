@@ -18,7 +18,15 @@ from typing import Any, Iterable
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from advisor_core.config.document import ConfigDocument, ConfigLoadError, resolve, to_plain
+from advisor_core.config.document import (
+    ConfigDocument,
+    ConfigLoadError,
+    is_block,
+    pointer_escape,
+    pointer_split,
+    resolve,
+    to_plain,
+)
 from advisor_core.patch.reference import describe, diff_pointers
 
 __all__ = ["PatchVerificationError", "dropped_spans", "full_line_comments", "verify_result"]
@@ -108,10 +116,12 @@ def dropped_spans(doc: ConfigDocument, op: str, pointer: str) -> list[tuple[int,
     shared (anchored) value is written in full at one place only: its lines there go
     too when it is replaced, wherever the pointer names it.
     """
-    if op not in ("remove", "replace", "add") or not doc.exists(pointer):
+    if op not in ("remove", "replace", "add"):
         return []
+    spans: list[tuple[int, int]] = _flow_span(doc, pointer)
+    if not doc.exists(pointer):
+        return spans
     value = doc.get(pointer)
-    spans: list[tuple[int, int]] = []
     sites = [pointer]
     if isinstance(value, (dict, list)) and op != "remove":
         sites += doc.value_sites(pointer)
@@ -128,3 +138,26 @@ def dropped_spans(doc: ConfigDocument, op: str, pointer: str) -> list[tuple[int,
         elif last > first:
             spans.append((first + 1, last))
     return spans
+
+
+def _flow_span(doc: ConfigDocument, pointer: str) -> list[tuple[int, int]]:
+    """All lines of the outermost flow collection around ``pointer``: an edit inside one rewrites it whole,
+    and ruamel keeps no comment written between its items."""
+    tokens = pointer_split(pointer)
+    for depth in range(len(tokens)):
+        sub = "".join("/" + pointer_escape(t) for t in tokens[:depth])
+        node = doc.get(sub)
+        if isinstance(node, (CommentedMap, CommentedSeq)) and not is_block(node) and sub:
+            pos = doc.position(sub)
+            if pos is None:
+                return []
+            first = pos[0] - 1
+            last = max(first, _subtree_last_line(node, set()))
+            lines = doc.text.split("\n")
+            probe = last + 1
+            while probe < len(lines) and (not lines[probe].strip() or lines[probe].strip().startswith("#")):
+                probe += 1
+            if probe < len(lines) and lines[probe].strip().startswith(("]", "}")):
+                last = probe
+            return [(first, last)]
+    return []

@@ -174,6 +174,10 @@ def test_one_operation_changes_exactly_what_it_says(case):
         value = doc.get(parent)
         if isinstance(value, (dict, list)) and not is_block(value):
             allowed |= _span(doc, parent)
+    for ptr in targets:
+        parent = ptr.rsplit("/", 1)[0]
+        if is_block(doc.get(parent)) and isinstance(new.get(parent), list) and not is_block(new.get(parent)):
+            allowed |= _span(doc, parent)  # a block list starting with "{}"/"[]" may be written in flow style
     if kind == "remove":
         for site in doc.value_sites(op[1]):  # an anchor's definition removed: written in full there now
             allowed |= _span(doc, site)
