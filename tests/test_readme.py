@@ -22,7 +22,7 @@ def _ci_command() -> str:
 def test_ci_runs_the_readme_test_command() -> None:
     cmd = _ci_command().strip()
     assert cmd.splitlines() == [
-        'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" ./plugins/advisor-aicpu '
+        'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && pip install ./plugins/advisor-aicpu '
         "&& python -m pytest"
     ]
     # the whole suite, interop included: no -m/-k filter and no skipped directories
