@@ -1,4 +1,4 @@
-"""Built-in rules of the advisor, one module per rule.
+"""Built-in rules of the advisor, one module (or package, for the larger ones) per rule.
 
 Installed as the top-level package ``advisor_rules`` (the ``rules/`` directory
 itself is not a package and never lands in site-packages). It registers through

@@ -1,0 +1,90 @@
+"""Helpers shared by the built-in rules (not a rule; rules never import each other).
+
+One module per topic; everything is re-exported here, so ``from advisor_rules._common import X``
+is the one import a rule needs:
+
+* :mod:`.units` — step-time shares, severities, dtype sizes, rates assumed without a profile;
+* :mod:`.scopes` — MindSpore full names: decoder layer, cell path, ``select_recompute`` patterns;
+* :mod:`.ir` — IR nodes as report locations (IR line, model-code line);
+* :mod:`.kernels` — ``kernel_details`` per IR full name: time, launches, fixed cost, cell;
+* :mod:`.pipeline` — pipeline stages, per-stage evidence and the 1F1B step-time saving;
+* :mod:`.parameters` — a rank's trainable parameters, from the IR or a Llama config;
+* :mod:`.config` — plain config values and the model family the rules model.
+"""
+
+from __future__ import annotations
+
+from advisor_rules._common.config import LLAMA_TYPES, is_llama, plain
+from advisor_rules._common.ir import ir_location, source_location, user_source
+from advisor_rules._common.kernels import (
+    COMM_CORE_NAMES,
+    kernel_cell,
+    kernel_fixed_cost_us,
+    kernel_launches_by_scope,
+    kernel_scope,
+    kernel_time_by_scope,
+)
+from advisor_rules._common.parameters import ir_parameters, is_model_weight, llama_parameters
+from advisor_rules._common.pipeline import (
+    StageEvidence,
+    fill_stages_without_ir,
+    ir_dumps_for,
+    one_f_one_b_step_saving,
+    pipeline_micro_batches,
+    pipeline_stage_of,
+    stage_busy_and_micro,
+    stage_evidence,
+    stage_representatives,
+)
+from advisor_rules._common.scopes import cell_path_in_layer, layer_of_scope, layer_prefix, pattern_for
+from advisor_rules._common.units import (
+    ASSUMED_CUBE_TFLOPS,
+    ASSUMED_HBM_GBPS,
+    DTYPE_BYTES,
+    HIGH_SHARE_PCT,
+    MEDIUM_SHARE_PCT,
+    PRECISION,
+    severity_for_share,
+    share_pct,
+    tensor_bytes,
+)
+
+__all__ = [
+    "ASSUMED_CUBE_TFLOPS",
+    "ASSUMED_HBM_GBPS",
+    "COMM_CORE_NAMES",
+    "DTYPE_BYTES",
+    "HIGH_SHARE_PCT",
+    "LLAMA_TYPES",
+    "MEDIUM_SHARE_PCT",
+    "PRECISION",
+    "StageEvidence",
+    "cell_path_in_layer",
+    "fill_stages_without_ir",
+    "ir_dumps_for",
+    "ir_location",
+    "ir_parameters",
+    "is_llama",
+    "is_model_weight",
+    "kernel_cell",
+    "kernel_fixed_cost_us",
+    "kernel_launches_by_scope",
+    "kernel_scope",
+    "kernel_time_by_scope",
+    "layer_of_scope",
+    "layer_prefix",
+    "llama_parameters",
+    "one_f_one_b_step_saving",
+    "pattern_for",
+    "pipeline_micro_batches",
+    "pipeline_stage_of",
+    "plain",
+    "severity_for_share",
+    "share_pct",
+    "source_location",
+    "stage_busy_and_micro",
+    "stage_evidence",
+    "stage_representatives",
+    "tensor_bytes",
+    "user_source",
+]

@@ -1,0 +1,146 @@
+"""Time at stake per pipeline stage: the MatMul penalty, the TransData that go, and kernels that grow with a dim."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import pandas as pd
+
+from advisor_core.engine import RuleContext
+from advisor_rules._common import kernel_cell, kernel_scope, stage_busy_and_micro
+from advisor_rules.al001_alignment.shapes import COMM_CORES, MATMUL_OPS, TRANSDATA_OPS, matmuls, pad_to, parse_shapes
+
+
+@dataclass
+class Stage:
+    """What fixing each key saves on one pipeline stage (per step, µs), from one representative rank."""
+
+    stage: int
+    rank: Any
+    micro: int = 1  # micro batches per step (a layer's forward MatMul repeats this often)
+    busy_us: float = 0.0  # compute-stream kernel time per step
+    saving: dict[str, float] = field(default_factory=dict)
+    penalty_us: dict[str, float] = field(default_factory=dict)
+    transdata_us: dict[str, float] = field(default_factory=dict)
+    masked: dict[str, set[str]] = field(default_factory=dict)  # key → other keys unaligned on the same MatMuls
+    penalty: float | None = None  # measured aligned/unaligned throughput ratio
+
+
+def stage_saving(stage: int, rank: Any, k: pd.DataFrame, value_map: dict[int, tuple[str, int]],
+                 ir_scopes: set[str] | None, unaligned_penalty: float) -> Stage:
+    """What fixing each key saves per step on one stage (see the rule's Time at stake)."""
+    st = Stage(stage, rank)
+    comp = ~k["accelerator_core"].isin(list(COMM_CORES)) if "accelerator_core" in k else pd.Series(True, index=k.index)
+    mms = matmuls(k)
+    busy, micro = stage_busy_and_micro(rank)
+    st.busy_us, st.micro = busy or 0.0, micro or 1
+
+    def ukeys(dvals: Iterable[int], align: int) -> set[str]:
+        return {value_map[v][0] if v in value_map else f"dim {v}" for v in dvals if v % align}
+
+    def pflops(b: int, m: int, kk: int, n: int, a: int, new: bool = False) -> float:
+        f = (lambda v: value_map[v][1] if new and v in value_map else v)
+        return 2.0 * b * pad_to(f(m), a) * pad_to(f(kk), a) * pad_to(f(n), a)
+
+    aligned = [(pflops(b, m, kk, n, a), float(r.duration_us)) for r, b, m, kk, n, a in mms if not ukeys((kk, n), a)]
+    ref_us = sum(t for _, t in aligned)
+    rate = sum(f for f, _ in aligned) / ref_us if ref_us > 0 else None  # padded FLOP per µs, aligned MatMuls
+    cell_keys: dict[str, set[str]] = {}
+    unaligned_flops, unaligned_us = 0.0, 0.0
+    for r, b, m, kk, n, a in mms:
+        cell, bwd = kernel_cell(str(r.name))[:2]
+        u = ukeys((kk, n), a)
+        if not bwd:
+            cell_keys.setdefault(cell, set()).update(u)
+        if not u:
+            continue
+        unaligned_flops += pflops(b, m, kk, n, a)
+        unaligned_us += float(r.duration_us)
+        t = float(r.per_step)
+        if len(u) == 1:
+            (x,) = u
+            after = (pflops(b, m, kk, n, a, new=True) / rate / k.attrs["steps"] if rate
+                     else t / unaligned_penalty * pflops(b, m, kk, n, a, new=True) / pflops(b, m, kk, n, a))
+            st.penalty_us[x] = st.penalty_us.get(x, 0.0) + t - after
+        else:
+            for x in u:
+                st.masked.setdefault(x, set()).update(u - {x})
+                st.penalty_us[x] = st.penalty_us.get(x, 0.0) + t * (1 - pflops(b, m, kk, n, a, new=True) / pflops(b, m, kk, n, a))
+    if rate and unaligned_us > 0:
+        st.penalty = rate / (unaligned_flops / unaligned_us)
+    weight_td = weight_transdata(k, mms, ir_scopes)
+    for r in k[k["type"].isin(TRANSDATA_OPS)].itertuples():
+        cell, _ = kernel_cell(str(r.name))[:2]
+        u = cell_keys.get(cell, set())
+        if len(u) == 1 and r.Index not in weight_td:
+            (x,) = u
+            st.transdata_us[x] = st.transdata_us.get(x, 0.0) + float(r.per_step)
+    # other kernels move bytes proportional to the dim: they grow (or shrink) with it
+    other = k[comp & ~k["type"].isin(MATMUL_OPS | TRANSDATA_OPS)]
+    if value_map:
+        token = r"(?<!\d)(?:" + "|".join(str(v) for v in value_map) + r")(?!\d)"
+        other = other[other["input_shapes"].astype(str).str.contains(token, regex=True)]
+    else:
+        other = other.iloc[:0]
+    for r in other.itertuples():
+        seen = {v for s in parse_shapes(r.input_shapes) for v in s if v in value_map}
+        for v in seen:
+            x, nv = value_map[v]
+            st.saving[x] = st.saving.get(x, 0.0) - float(r.per_step) * (nv / v - 1.0)
+    for x in set(st.penalty_us) | set(st.transdata_us):
+        st.saving[x] = st.saving.get(x, 0.0) + st.penalty_us.get(x, 0.0) + st.transdata_us.get(x, 0.0)
+    return st
+
+
+def weight_transdata(k: pd.DataFrame, mms: list[Any], ir_scopes: set[str] | None) -> set[Any]:
+    """Rows of TransData kernels that convert a weight's format (not an alignment cost).
+
+    With the rank's ``graph_build`` dump: TransData nodes reading a parameter (through its
+    ``Load``). Without: a TransData shaped like its cell's weight, outside the gradient
+    scope, and not also shaped like the activation it would convert.
+    """
+    td = k[k["type"].isin(TRANSDATA_OPS)]
+    if td.empty:
+        return set()
+    if ir_scopes is not None:
+        return {r.Index for r in td.itertuples() if kernel_scope(str(r.name)) in ir_scopes}
+    weights: dict[str, tuple[set[tuple[int, ...]], set[tuple[int, ...]]]] = {}
+    for r, *_ in mms:
+        cell, bwd = kernel_cell(str(r.name))[:2]
+        shapes = parse_shapes(r.input_shapes)
+        if not bwd and len(shapes) >= 2:
+            w, a = weights.setdefault(cell, (set(), set()))
+            w.add(tuple(shapes[1]))
+            a.add(tuple(shapes[0]))
+    out = set()
+    for r in td.itertuples():
+        cell, bwd = kernel_cell(str(r.name))[:2]
+        shapes = parse_shapes(r.input_shapes)
+        if bwd or not shapes or cell not in weights:
+            continue
+        w, a = weights[cell]
+        if tuple(shapes[0]) in w and tuple(shapes[0]) not in a:
+            out.add(r.Index)
+    return out
+
+
+def param_transdata_scopes(ctx: RuleContext, rank_id: int | None) -> set[str] | None:
+    """Full names of ``graph_build`` TransData nodes whose input is a parameter (``None`` without the dump)."""
+    rd = next((x for x in ctx.ir_ranks() if x.rank == rank_id), None)
+    ir = ctx.ir_graph("backend", rd) if rd is not None else None
+    if ir is None:
+        return None
+    out = set()
+    for n in ir.iter_nodes():
+        if n.op not in TRANSDATA_OPS or not n.kernel_full_name:
+            continue
+        for ref in n.operand_refs:
+            src = ir.resolve(n, ref)
+            if src is not None and not hasattr(src, "op"):
+                out.add(n.kernel_full_name)  # a parameter itself
+            elif src is not None and src.op == "Load" and src.operand_refs and ref.kind == "node":
+                first = ir.resolve(src, src.operand_refs[0])
+                if first is not None and not hasattr(first, "op"):
+                    out.add(n.kernel_full_name)
+    return out

@@ -1,0 +1,65 @@
+"""(B) Estimate: the tail a bucket split leaves exposed, and the balanced split that leaves the least."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+MAX_BUCKETS = 8  # HCCL gradient segmentation supports at most 8 segments
+
+
+def exposed(stage: dict[str, Any], points: list[int], bucket_latency_us: float) -> float:
+    """Tail left after the backward with buckets split at ``points`` (see Time at stake)."""
+    params, ready = stage["params"], stage["ready"]
+    total = sum(e for _, e in params)
+    bounds = [0] + [p for p in points if 0 < p < len(params)] + [len(params)]
+    bounds = sorted(set(bounds))
+    per_elem = stage["ar_us"] / total if total else 0.0
+    buckets = []
+    for a, b in zip(bounds, bounds[1:]):
+        elems = sum(e for _, e in params[a:b])
+        buckets.append((max(ready[a:b]), per_elem * elems + (bucket_latency_us if len(bounds) > 2 else 0.0)))
+    t = -float("inf")
+    for r, d in sorted(buckets):
+        t = max(t, r) + d
+    return max(t, 0.0)
+
+
+def best_split(stages: list[dict[str, Any]], bucket_latency_us: float) -> tuple[list[int], float] | None:
+    """Balanced split points leaving the least exposed tail on average over the stages."""
+    usable = [s for s in stages if s.get("params") and s.get("ready") and len(s["params"]) > 1]
+    if not usable:
+        return None
+    cands: set[tuple[int, ...]] = set()
+    for s in usable:
+        sizes = [e for _, e in s["params"]]
+        for n in range(2, MAX_BUCKETS + 1):
+            eq = equal_bytes(sizes, n)
+            cands.add(tuple(eq))
+            cands.add(tuple(sorted({1, *eq})) if len(eq) < MAX_BUCKETS - 1 else tuple(eq))
+    limit = min(len(s["params"]) for s in usable)
+    best = None
+    for c in sorted(cands):
+        if not c or c[-1] >= limit:
+            continue  # an index past a stage's parameter count would give it an empty bucket
+        left = float(np.mean([exposed(s, list(c), bucket_latency_us) for s in usable]))
+        if best is None or left < best[1] - 1e-6 or (abs(left - best[1]) <= 1e-6 and len(c) < len(best[0])):
+            best = (list(c), left)
+    now = float(np.mean([s["exposed_us"] for s in usable]))
+    if best is None or best[1] >= now * 0.98:
+        return None
+    return best
+
+
+def equal_bytes(sizes: list[float], buckets: int) -> list[int]:
+    """Split points cutting ``sizes`` (in order) into ``buckets`` runs of about equal total."""
+    total = sum(sizes)
+    points, acc, k = [], 0.0, 1
+    for i, s in enumerate(sizes):
+        acc += s
+        while k < buckets and acc >= total * k / buckets and i + 1 < len(sizes):
+            if not points or points[-1] != i + 1:
+                points.append(i + 1)
+            k += 1
+    return points

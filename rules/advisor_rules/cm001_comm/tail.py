@@ -1,0 +1,107 @@
+"""(B) Evidence: the gradient AllReduce in the step tail (profile), the parameter list (IR or config), readiness."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor_core.analyses.step_time import mean_step_time_us, step_windows
+from advisor_core.engine import RuleContext
+from advisor_rules._common import (
+    cell_path_in_layer,
+    ir_parameters,
+    is_model_weight,
+    kernel_scope,
+    layer_of_scope,
+    llama_parameters,
+)
+
+COMM_CORES = ["HCCL", "COMMUNICATION"]
+_GRAD_REDUCER = re.compile(r"grad_reducer|GradReducer", re.I)
+_LAYER_PARAM = re.compile(r"^(?:.*\.)?layers\.(\d+)\.(.*)$")
+
+
+def tail_of(rank: Any, k: pd.DataFrame) -> dict[str, Any] | None:
+    """Gradient AllReduce time per step, the part after the last compute kernel, and that kernel's end, per step."""
+    if "start_ns" not in k:
+        return None
+    k = k[k["start_ns"].notna()]
+    names = k["name"].astype(str)
+    is_comm = k["accelerator_core"].isin(COMM_CORES).to_numpy()
+    gmask = (is_comm & names.str.contains("allReduce|AllReduce", regex=True).to_numpy()
+             & names.str.contains(_GRAD_REDUCER.pattern, case=False, regex=True).to_numpy())
+    if not gmask.any():
+        return None
+    start = k["start_ns"].astype("int64").to_numpy()
+    end = start + np.round(k["duration_us"].to_numpy() * 1000).astype("int64")
+    windows = step_windows(rank)
+    if windows is None:
+        windows = pd.DataFrame({"step": [0], "start_ns": [int(start.min())], "end_ns": [int(end.max())]})
+    comp = ~is_comm
+    bwd = names.str.contains(r"^Gradients/|/[Gg]rad", regex=True).to_numpy() & comp
+    ar_total, exposed_total, steps, bwd_ends = 0.0, 0.0, 0, []
+    for w in windows.itertuples():
+        in_w = (start >= w.start_ns) & (start < w.end_ns)
+        if not (in_w & gmask).any() or not (in_w & bwd).any():
+            continue
+        steps += 1
+        bwd_end = int(end[in_w & bwd].max())
+        bwd_ends.append((int(w.start_ns), int(w.end_ns), bwd_end))
+        for s, e in zip(start[in_w & gmask], end[in_w & gmask]):
+            ar_total += (e - s) / 1000.0
+            exposed_total += max(0, e - max(s, bwd_end)) / 1000.0
+    if not steps:
+        return None
+    first = names[gmask].iloc[0]
+    return {"ar_us": float(ar_total / steps), "exposed_us": float(exposed_total / steps), "step_us": mean_step_time_us(rank),
+            "ar_name": kernel_scope(first) or first, "windows": bwd_ends, "k": k, "end": end, "bwd": bwd}
+
+
+def stage_params(ctx: RuleContext, rank: Any, stage: int) -> list[tuple[str, float]]:
+    """(name, elements) of the rank's trainable parameters in first-use order: IR, else the config."""
+    rd = next((x for x in ctx.ir_ranks() if x.rank == rank.rank_id), None)
+    ir = (ctx.ir_graph("frontend", rd) or ctx.ir_graph("parallel", rd)) if rd is not None else None
+    params = [(n, s) for n, s, _ in ir_parameters(ir) if is_model_weight(n)] if ir is not None else []
+    if not params and ctx.config is not None:
+        cfg = ctx.config
+        params = [(n, s) for n, s, _ in llama_parameters(cfg, stage if cfg.pipeline_stages > 1 else None)]
+    return [(n, float(np.prod(s))) for n, s in params]
+
+
+def readiness(tail: dict[str, Any], params: list[tuple[str, float]]) -> list[float]:
+    """Per parameter: when its gradient exists in the step's last backward, µs relative to the backward's end (≤ 0).
+
+    A parameter's gradient is ready when the backward kernels of its cell (layer index and
+    attribute path from the parameter name, e.g. ``model.layers.3.feed_forward.w2.weight``)
+    end; all micro batches launch the same kernels, so the last end in a step is the last
+    micro batch's. Averaged over the profiled steps; a parameter without kernels of its own
+    counts as ready at the end.
+    """
+    k, end, bwd, windows = tail["k"], tail["end"], tail["bwd"], tail["windows"]
+    start = k["start_ns"].astype("int64").to_numpy()
+    idx = np.flatnonzero(bwd)
+    starts = np.array([w[0] for w in windows], dtype="int64")
+    win = np.searchsorted(starts, start[idx], side="right") - 1
+    scopes = [kernel_scope(n) or n for n in k["name"].astype(str).to_numpy()[idx]]
+    df = pd.DataFrame({"layer": [layer_of_scope(sc) for sc in scopes], "path": [cell_path_in_layer(sc) for sc in scopes],
+                       "win": win, "end": end[idx]})
+    df = df[(df["win"] >= 0)]
+    df["layer"] = df["layer"].fillna(-1).astype(int)
+    last = df.groupby(["layer", "path", "win"])["end"].max()
+    by_layer: dict[int, dict[tuple[str, ...], dict[int, int]]] = {}
+    for (lay, path, w), e in last.items():
+        by_layer.setdefault(int(lay), {}).setdefault(path, {})[int(w)] = int(e)
+    out = []
+    for name, _ in params:
+        m = _LAYER_PARAM.match(name)
+        lay, path = (int(m.group(1)), tuple(m.group(2).split(".")[:-1])) if m else (-1, tuple(name.split(".")[:-1]))
+        rel = []
+        for wi, (_, _, bwd_end) in enumerate(windows):
+            ends = [wins[wi] for kp, wins in by_layer.get(lay, {}).items() if wi in wins and kp
+                    and (kp[:len(path)] == path if lay >= 0 else (kp == path or path[-len(kp):] == kp or kp[-len(path):] == path))]
+            rel.append(((max(ends) if ends else bwd_end) - bwd_end) / 1000.0)
+        out.append(float(np.mean(rel)) if rel else 0.0)
+    return out
