@@ -40,6 +40,7 @@ MEMORY_NOISE_BYTES = 16 * 2**20
 
 _LAYER_INDEX = re.compile(r"/layers-CellList/\d+-")
 _OP_TAIL = re.compile(r"/[A-Za-z0-9_]+-op\d+$")
+_PIPELINE_OP = re.compile(r"([A-Za-z]+?)(?:Op)?\(id=(\d+)\)")
 
 
 def within_band(measured: float, estimate: float, noise: float) -> bool:
@@ -127,8 +128,14 @@ def _finding_scopes(f: Finding) -> list[str]:
     return [s for s in (_cell_scope(loc.op) for loc in f.locations if loc.kind in ("ir", "profile")) if s]
 
 
+def _pipeline_op(name: str | None) -> str | None:
+    """A MindData op in either spelling, ``MapOp(id=3)`` (the pipeline files) or ``Map(id=3)`` (MindSpore's summary)."""
+    m = _PIPELINE_OP.fullmatch(name or "")
+    return f"{m.group(1)}(id={m.group(2)})" if m else None
+
+
 def matches(problem: dict[str, Any], f: Finding) -> bool:
-    """Whether finding ``f`` reports ground-truth ``problem`` (same code; same config key or IR cell)."""
+    """Whether finding ``f`` reports ground-truth ``problem`` (same code; same config key, IR cell or pipeline op)."""
     if f.code != problem["code"]:
         return False
     where = problem.get("where") or {}
@@ -136,7 +143,10 @@ def matches(problem: dict[str, Any], f: Finding) -> bool:
     if pointer:
         return pointer in _finding_pointers(f)
     cell = _cell_scope(where.get("ir_scope"))
-    return bool(cell) and any(s.startswith(cell) or cell.startswith(s) for s in _finding_scopes(f))
+    if cell:
+        return any(s.startswith(cell) or cell.startswith(s) for s in _finding_scopes(f))
+    op = _pipeline_op(where.get("op"))  # a data-pipeline problem no config key fixes (an expensive map transform)
+    return bool(op) and any(loc.kind == "profile" and _pipeline_op(loc.op) == op for loc in f.locations)
 
 
 def _applicable_patches(f: Finding) -> list[Any]:

@@ -9,12 +9,24 @@ is the one import a rule needs:
 * :mod:`.kernels` — ``kernel_details`` per IR full name: time, launches, fixed cost, cell;
 * :mod:`.pipeline` — pipeline stages, per-stage evidence and the 1F1B step-time saving;
 * :mod:`.parameters` — a rank's trainable parameters, from the IR or a Llama config;
-* :mod:`.config` — plain config values and the model family the rules model.
+* :mod:`.config` — plain config values and the model family the rules model;
+* :mod:`.data` — the device's wait for data per step, and the share of a device-side saving it lets show.
 """
 
 from __future__ import annotations
 
 from advisor_rules._common.config import LLAMA_TYPES, is_llama, plain
+from advisor_rules._common.data import (
+    DataBound,
+    DataBoundEffect,
+    Wait,
+    data_bound_effect,
+    data_bound_headroom,
+    data_wait,
+    queue_empty_share,
+    realised_saving,
+    steps_of_whole_run_row,
+)
 from advisor_rules._common.ir import ir_location, source_location, user_source
 from advisor_rules._common.kernels import (
     COMM_CORE_NAMES,
@@ -54,12 +66,18 @@ __all__ = [
     "ASSUMED_HBM_GBPS",
     "COMM_CORE_NAMES",
     "DTYPE_BYTES",
+    "DataBound",
+    "DataBoundEffect",
     "HIGH_SHARE_PCT",
     "LLAMA_TYPES",
     "MEDIUM_SHARE_PCT",
     "PRECISION",
     "StageEvidence",
+    "Wait",
     "cell_path_in_layer",
+    "data_bound_effect",
+    "data_bound_headroom",
+    "data_wait",
     "fill_stages_without_ir",
     "ir_dumps_for",
     "ir_location",
@@ -79,12 +97,15 @@ __all__ = [
     "pipeline_micro_batches",
     "pipeline_stage_of",
     "plain",
+    "queue_empty_share",
+    "realised_saving",
     "severity_for_share",
     "share_pct",
     "source_location",
     "stage_busy_and_micro",
     "stage_evidence",
     "stage_representatives",
+    "steps_of_whole_run_row",
     "tensor_bytes",
     "user_source",
 ]

@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from advisor_core.engine import Evidence, Finding, Location, RuleContext, Safety, Severity
-from advisor_rules._common import cell_path_in_layer, ir_location, kernel_scope, one_f_one_b_step_saving, severity_for_share
+from advisor_rules._common import (
+    cell_path_in_layer,
+    data_bound_effect,
+    ir_location,
+    kernel_scope,
+    one_f_one_b_step_saving,
+    severity_for_share,
+)
 from advisor_rules.al001_alignment.dims import Dim
 from advisor_rules.al001_alignment.fix import Fix
 from advisor_rules.al001_alignment.memory import memory_delta
@@ -80,6 +87,9 @@ def finding(rule: Alignment16, ctx: RuleContext, key: str, group: list[Dim], new
         msg.append(f"The padding adds {mem / 2**20:.1f} MiB of parameters and optimizer state per device.")
     if not measured:
         msg.append("Without a profile the time at stake is not measured.")
+    bound = data_bound_effect(ctx, saving)  # a device-side saving shows only while the device bounds the step
+    if bound.note:
+        msg.append(bound.note)
     title = (f"{short_key(d0.config_key)} gives unaligned MatMul dim {d0.value}" if d0.config_key
              else f"MatMul dim {d0.value} is not a multiple of {d0.align}")
     return Finding(
@@ -88,7 +98,7 @@ def finding(rule: Alignment16, ctx: RuleContext, key: str, group: list[Dim], new
         title=title,
         message=" ".join(msg),
         severity=severity_for_share(share) if share is not None else Severity.LOW,
-        saving_us=saving,
+        saving_us=bound.saving_us,
         memory_delta_bytes=mem,
         step_time_us=step_us,
         confidence=0.8 if measured else 0.5,
@@ -98,7 +108,8 @@ def finding(rule: Alignment16, ctx: RuleContext, key: str, group: list[Dim], new
         ]
         + ([Evidence(name="saving_if_fixed_alone", value=round(saving, 3), unit="µs")] if saving is not None else [])
         + ([Evidence(name="masked_by", value=", ".join(masked))] if masked else [])
-        + ([Evidence(name="proposed", value=new.value)] if new is not None else []),
+        + ([Evidence(name="proposed", value=new.value)] if new is not None else [])
+        + bound.evidence,
         locations=locations,
         patches=patches,
         tags=list(rule.tags),

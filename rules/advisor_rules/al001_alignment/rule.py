@@ -72,6 +72,10 @@ class Alignment16(Rule):
         * other kernels reading the dim grow by new/old (bytes scale with the dim).
         Stages combine as 1F1B does (``_common.one_f_one_b_step_saving``): with m micro
         batches and per-micro-batch stage times tₛ the step is ≈ Σtₛ + (m−1)·max tₛ.
+        While the data pipeline bounds the step (the device waits for data every step:
+        MD001's measure), a shorter device time only lengthens that wait: the saving is
+        then 0, the figure it becomes once data keeps up is in the message and evidence
+        (``saving_if_data_keeps_up``; ``_common.data_bound_effect``).
 
     Memory: padding adds parameters. For each weight (IR parameter shapes per rank, else
     the Llama structure from the config) whose shape has the dim, the added elements ×

@@ -1,10 +1,8 @@
-"""(B) Estimate: the tail a bucket split leaves exposed, and the balanced split that leaves the least."""
+"""(B) Estimate: the tail a bucket split leaves exposed, and the balanced split the step gains most from."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
+from typing import Any, Callable
 
 MAX_BUCKETS = 8  # HCCL gradient segmentation supports at most 8 segments
 
@@ -26,8 +24,13 @@ def exposed(stage: dict[str, Any], points: list[int], bucket_latency_us: float) 
     return max(t, 0.0)
 
 
-def best_split(stages: list[dict[str, Any]], bucket_latency_us: float) -> tuple[list[int], float] | None:
-    """Balanced split points leaving the least exposed tail on average over the stages."""
+def best_split(stages: list[dict[str, Any]], bucket_latency_us: float,
+               gain: Callable[[list[dict[str, Any]], list[float]], float]) -> tuple[list[int], list[float], float] | None:
+    """Balanced split points the step gains most from: (points, tail left per usable stage, step gain).
+
+    ``gain(stages, deltas)`` turns each stage's shorter tail into the step's gain
+    (``stages.step_gain``). ``None`` when no split gains 2 % of what removing every tail would.
+    """
     usable = [s for s in stages if s.get("params") and s.get("ready") and len(s["params"]) > 1]
     if not usable:
         return None
@@ -39,15 +42,16 @@ def best_split(stages: list[dict[str, Any]], bucket_latency_us: float) -> tuple[
             cands.add(tuple(eq))
             cands.add(tuple(sorted({1, *eq})) if len(eq) < MAX_BUCKETS - 1 else tuple(eq))
     limit = min(len(s["params"]) for s in usable)
-    best = None
+    best: tuple[list[int], list[float], float] | None = None
     for c in sorted(cands):
         if not c or c[-1] >= limit:
             continue  # an index past a stage's parameter count would give it an empty bucket
-        left = float(np.mean([exposed(s, list(c), bucket_latency_us) for s in usable]))
-        if best is None or left < best[1] - 1e-6 or (abs(left - best[1]) <= 1e-6 and len(c) < len(best[0])):
-            best = (list(c), left)
-    now = float(np.mean([s["exposed_us"] for s in usable]))
-    if best is None or best[1] >= now * 0.98:
+        lefts = [exposed(s, list(c), bucket_latency_us) for s in usable]
+        g = gain(usable, [max(s["exposed_us"] - x, 0.0) for s, x in zip(usable, lefts)])
+        if best is None or g > best[2] + 1e-6 or (abs(g - best[2]) <= 1e-6 and len(c) < len(best[0])):
+            best = (list(c), lefts, g)
+    ceiling = gain(usable, [s["exposed_us"] for s in usable])
+    if best is None or best[2] <= ceiling * 0.02:
         return None
     return best
 

@@ -9,6 +9,7 @@ import pandas as pd
 from advisor_core.engine import Evidence, Finding, Location, Patch, RuleContext, Safety
 from advisor_rules._common import (
     cell_path_in_layer,
+    data_bound_effect,
     ir_location,
     one_f_one_b_step_saving,
     severity_for_share,
@@ -107,6 +108,9 @@ def redistribution_finding(rule: UnexpectedCommunication, ctx: RuleContext, ch: 
         + " (the model-parallel split on the gathered axis, as its neighbours use); the fix is in the model's shard() call, "
           "no config key controls it.",
     ]
+    bound = data_bound_effect(ctx, cost)  # blocking the compute stream costs the step only while the device bounds it
+    if bound.note:
+        msg.append(bound.note)
     locations: list[Location] = []
     src = None
     if cons is not None:
@@ -131,7 +135,7 @@ def redistribution_finding(rule: UnexpectedCommunication, ctx: RuleContext, ch: 
         title=f"redistribution ({'/'.join(comm_names)}) around {op_path}{lay}: strategies disagree",
         message=" ".join(msg),
         severity=severity_for_share(share),
-        saving_us=cost,
+        saving_us=bound.saving_us,
         step_time_us=step_us,
         confidence=0.85 if measured else 0.6,
         evidence=[
@@ -139,7 +143,7 @@ def redistribution_finding(rule: UnexpectedCommunication, ctx: RuleContext, ch: 
             Evidence(name="blocking_time_per_step", value=round(cost, 3), unit="µs", source=how),
             Evidence(name="producer_strategy", value=str(ps)),
             Evidence(name="consumer_in_strategy", value=str(cs)),
-        ] + ([Evidence(name="proposed_in_strategy", value=proposed)] if proposed else []),
+        ] + ([Evidence(name="proposed_in_strategy", value=proposed)] if proposed else []) + bound.evidence,
         locations=locations,
         patches=patches,
         tags=list(rule.tags),

@@ -60,14 +60,28 @@ class UnexpectedCommunication(Rule):
         (``_common.one_f_one_b_step_saving``). Without a profile: the gathered bytes,
         twice (forward and gradient), per micro batch, over ``hccs_gbps``.
         (B) The measured exposed gradient AllReduce minus the tail left with the
-        proposed buckets: each parameter's gradient is ready when its cell's backward
+        proposed buckets. Measured is the transfer, not the kernel: a rank that
+        finishes its backward early waits inside the AllReduce for the slowest
+        data-parallel peer (communication.json ``Wait Time``) — skew no split removes —
+        and kernels still blocking the compute stream after the last gradient (a
+        stage's Send) hide its start, so exposed = AllReduce end − stream end − wait.
+        Each parameter's gradient is ready when its cell's backward
         kernels end in the step's last micro batch; the measured transfer is shared
         over the buckets by elements (plus ``bucket_latency_us`` each), buckets run one
         after another on the communication stream in readiness order, and what ends
-        after the backward stays exposed. The split points are the balanced
-        (equal-size) candidate for 2…8 buckets, optionally with the last-ready first
-        parameter alone, that leaves the least exposed on average over the stages (the
-        config applies to each stage's own parameter list; no point past the smallest).
+        after the backward stays exposed. With pipeline stages the step gains what
+        moves the next step's start: a later stage's buckets drain while its first
+        forward Receive waits for the previous stage anyway (that wait, Rₛ, from
+        communication.json), the first stage's tail delays everyone, so the gain is
+        ``min(Δ₀, minₛ (Rₛ + Δₛ))`` for tails shorter by Δ (the mean of the stages
+        without that evidence). The split points are the balanced (equal-size)
+        candidate for 2…8 buckets, optionally with the last-ready first parameter
+        alone, that the step gains most from (the config applies to each stage's own
+        parameter list; no point past the smallest).
+        (A) and (B): while the device waits for data every step (MD001's measure) the
+        step is the data pipeline's period and neither saving shows: both are reported
+        as 0, with the figure once data keeps up in the message and
+        ``saving_if_data_keeps_up``.
     """
 
     code = "CM001"

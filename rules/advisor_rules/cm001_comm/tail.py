@@ -18,14 +18,47 @@ from advisor_rules._common import (
     layer_of_scope,
     llama_parameters,
 )
+from advisor_rules.cm001_comm.stages import receive_slack
 
 COMM_CORES = ["HCCL", "COMMUNICATION"]
 _GRAD_REDUCER = re.compile(r"grad_reducer|GradReducer", re.I)
 _LAYER_PARAM = re.compile(r"^(?:.*\.)?layers\.(\d+)\.(.*)$")
 
 
+def hccl_waits(rank: Any) -> dict[str, list[tuple[int, float]]]:
+    """``communication.json``'s ``Wait Time`` per HCCL op name: [(start ns, wait µs)], empty without the table."""
+    c = rank.table("communication") if rank.has_table("communication") else None
+    if c is None or c.empty or not {"op_name", "start_ns", "wait_us"} <= set(c.columns):
+        return {}
+    c = c[c["start_ns"].notna() & c["wait_us"].notna()]
+    out: dict[str, list[tuple[int, float]]] = {}
+    for name, st, w in zip(c["op_name"].astype(str), c["start_ns"].astype("int64"), c["wait_us"].astype(float)):
+        out.setdefault(name, []).append((int(st), float(w)))
+    return out
+
+
+def _wait_ns(waits: dict[str, list[tuple[int, float]]], kernel_name: str, start: int, end: int) -> int:
+    """The HCCL wait of the kernel (same op name, start inside the kernel), ns; 0 when unknown."""
+    for st, w in waits.get(kernel_name.rpartition("/")[2], ()):
+        if start - 1000 <= st <= end:
+            return int(round(min(w * 1000.0, end - start)))
+    return 0
+
+
 def tail_of(rank: Any, k: pd.DataFrame) -> dict[str, Any] | None:
-    """Gradient AllReduce time per step, the part after the last compute kernel, and that kernel's end, per step."""
+    """Gradient AllReduce transfer per step, the part after the last compute kernel, and that kernel's end, per step.
+
+    An HCCL kernel lasts from the rank's arrival to the end of the transfer; the time it waits
+    for the data-parallel peer that finishes its backward last (``Wait Time`` in
+    communication.json) is skew between the ranks, which no bucket split removes (the last
+    bucket waits for the same peer). So the time counted is the transfer: kernel time minus
+    wait, exposed from the slowest member's arrival (the kernel start plus the wait). Kernels
+    that still block the compute stream after the last gradient (a pipeline stage's Send of
+    its input gradient) hide the transfer's start: the stream idles only from their end, on
+    the slowest member as here, so exposure is the time after this rank's stream end minus the
+    wait, and readiness is measured from the stream end (``windows``: step start, end, last
+    backward kernel end, stream end).
+    """
     if "start_ns" not in k:
         return None
     k = k[k["start_ns"].notna()]
@@ -42,21 +75,32 @@ def tail_of(rank: Any, k: pd.DataFrame) -> dict[str, Any] | None:
         windows = pd.DataFrame({"step": [0], "start_ns": [int(start.min())], "end_ns": [int(end.max())]})
     comp = ~is_comm
     bwd = names.str.contains(r"^Gradients/|/[Gg]rad", regex=True).to_numpy() & comp
-    ar_total, exposed_total, steps, bwd_ends = 0.0, 0.0, 0, []
+    waits = hccl_waits(rank)
+    ar_total, exposed_total, wait_total, steps, bwd_ends = 0.0, 0.0, 0.0, 0, []
     for w in windows.itertuples():
         in_w = (start >= w.start_ns) & (start < w.end_ns)
         if not (in_w & gmask).any() or not (in_w & bwd).any():
             continue
         steps += 1
         bwd_end = int(end[in_w & bwd].max())
-        bwd_ends.append((int(w.start_ns), int(w.end_ns), bwd_end))
-        for s, e in zip(start[in_w & gmask], end[in_w & gmask]):
-            ar_total += (e - s) / 1000.0
-            exposed_total += max(0, e - max(s, bwd_end)) / 1000.0
+        last_ar = int(end[in_w & gmask].max())
+        # the optimizer starts once the buckets are done; whatever else starts before still runs on the stream
+        others = in_w & ~gmask & (start < last_ar)
+        stream_end = max(bwd_end, int(end[others].max()) if others.any() else bwd_end)
+        bwd_ends.append((int(w.start_ns), int(w.end_ns), bwd_end, stream_end))
+        for i in np.flatnonzero(in_w & gmask):
+            s, e = int(start[i]), int(end[i])
+            arrive = s + _wait_ns(waits, str(names.iloc[i]), s, e)  # the slowest peer's arrival
+            ar_total += (e - arrive) / 1000.0
+            wait_total += (arrive - s) / 1000.0
+            # the slowest member idles from its own stream end, ``wait`` later than this rank's
+            exposed_total += max(0, e - max(s, stream_end) - (arrive - s)) / 1000.0
     if not steps:
         return None
     first = names[gmask].iloc[0]
-    return {"ar_us": float(ar_total / steps), "exposed_us": float(exposed_total / steps), "step_us": mean_step_time_us(rank),
+    return {"ar_us": float(ar_total / steps), "exposed_us": float(exposed_total / steps),
+            "wait_us": float(wait_total / steps), "step_us": mean_step_time_us(rank),
+            "slack_us": receive_slack(k, bwd_ends, waits),
             "ar_name": kernel_scope(first) or first, "windows": bwd_ends, "k": k, "end": end, "bwd": bwd}
 
 
@@ -72,7 +116,7 @@ def stage_params(ctx: RuleContext, rank: Any, stage: int) -> list[tuple[str, flo
 
 
 def readiness(tail: dict[str, Any], params: list[tuple[str, float]]) -> list[float]:
-    """Per parameter: when its gradient exists in the step's last backward, µs relative to the backward's end (≤ 0).
+    """Per parameter: when its gradient exists in the step's last backward, µs relative to the stream's end (≤ 0).
 
     A parameter's gradient is ready when the backward kernels of its cell (layer index and
     attribute path from the parameter name, e.g. ``model.layers.3.feed_forward.w2.weight``)
@@ -99,9 +143,9 @@ def readiness(tail: dict[str, Any], params: list[tuple[str, float]]) -> list[flo
         m = _LAYER_PARAM.match(name)
         lay, path = (int(m.group(1)), tuple(m.group(2).split(".")[:-1])) if m else (-1, tuple(name.split(".")[:-1]))
         rel = []
-        for wi, (_, _, bwd_end) in enumerate(windows):
+        for wi, (_, _, bwd_end, stream_end) in enumerate(windows):
             ends = [wins[wi] for kp, wins in by_layer.get(lay, {}).items() if wi in wins and kp
                     and (kp[:len(path)] == path if lay >= 0 else (kp == path or path[-len(kp):] == kp or kp[-len(path):] == path))]
-            rel.append(((max(ends) if ends else bwd_end) - bwd_end) / 1000.0)
+            rel.append(((max(ends) if ends else bwd_end) - stream_end) / 1000.0)
         out.append(float(np.mean(rel)) if rel else 0.0)
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from advisor_core.engine import Evidence, Finding, Location, RuleContext, Safety, Severity
-from advisor_rules._common import ir_location, severity_for_share, source_location, user_source
+from advisor_rules._common import data_bound_effect, ir_location, severity_for_share, source_location, user_source
 from advisor_rules.ct001_cast.chains import Chain
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -81,6 +81,9 @@ def finding(rule: CastExcess, ctx: RuleContext, chain: Chain, cost: float, step_
     sloc = source_location(first)
     if sloc:
         locations.append(sloc)
+    bound = data_bound_effect(ctx, cost)  # a device-side saving shows only while the device bounds the step
+    if bound.note:
+        msg.append(bound.note)
     sev = severity_for_share(share)
     if chain.kind == "lossy-round-trip" and sev == Severity.LOW:
         sev = Severity.MEDIUM  # an accuracy bug as well as wasted time
@@ -90,7 +93,7 @@ def finding(rule: CastExcess, ctx: RuleContext, chain: Chain, cost: float, step_
         title=titles[chain.kind],
         message=" ".join(msg),
         severity=sev,
-        saving_us=cost,
+        saving_us=bound.saving_us,
         step_time_us=step_us,
         confidence=0.9 if chain.measured else 0.6,
         evidence=[
@@ -98,7 +101,8 @@ def finding(rule: CastExcess, ctx: RuleContext, chain: Chain, cost: float, step_
             Evidence(name="cast_time_per_step", value=round(cost, 3), unit="µs", source=how),
             Evidence(name="dtypes", value=chain_txt),
         ]
-        + ([Evidence(name="layers", value=len(layers))] if layers else []),
+        + ([Evidence(name="layers", value=len(layers))] if layers else [])
+        + bound.evidence,
         locations=locations,
         patches=patches,
         tags=list(rule.tags),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from advisor_core.engine import Evidence, Finding, Location, RuleContext
-from advisor_rules._common import ir_location, severity_for_share, source_location, user_source
+from advisor_rules._common import data_bound_effect, ir_location, severity_for_share, source_location, user_source
 from advisor_rules.ct002_transdata.groups import Group
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,13 +72,17 @@ def finding(rule: TransDataExcess, ctx: RuleContext, g: Group, cost: float, step
         evidence.append(Evidence(name="layers", value=len(layers)))
     if g.params:
         evidence.append(Evidence(name="weights", value=len(g.params)))
+    bound = data_bound_effect(ctx, cost)  # a device-side saving shows only while the device bounds the step
+    if bound.note:
+        msg.append(bound.note)
+    evidence += bound.evidence
     return Finding(
         code=rule.code,
         rule=rule.name,
         title=title,
         message=" ".join(msg),
         severity=severity_for_share(share),
-        saving_us=cost,
+        saving_us=bound.saving_us,
         step_time_us=step_us,
         confidence=0.85 if g.measured else 0.55,
         evidence=evidence,

@@ -66,7 +66,10 @@ class TransDataExcess(Rule):
     conversions removes those kernels. With pipeline parallel one rank per stage is
     measured with its own stage's IR, and the per-stage savings become step time as
     1F1B does (the slowest stage runs every micro batch on the critical path, the others
-    one). Without a profile: bytes read + written at an assumed HBM bandwidth.
+    one). Without a profile: bytes read + written at an assumed HBM bandwidth. While the
+    device waits for data every step (MD001's measure) the step is the data pipeline's period
+    and the saving shows nothing: it is reported as 0, with the figure once data keeps up in
+    the message and ``saving_if_data_keeps_up``.
     """
 
     code = "CT002"

@@ -14,14 +14,14 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # Config alone: assumed CPU cost of one sample per transform on one host core (µs; ImageNet-size JPEGs).
 # JPEG decode dominates (libjpeg-turbo ≈ 1.5–2.5 ms for a ~110 kB image); the rest are per-pixel passes.
-_TRANSFORM_US = {
+TRANSFORM_US = {
     "RandomCropDecodeResize": 2200.0, "Decode": 1800.0, "DecodeVideo": 5000.0, "RandomResizedCrop": 400.0,
     "Resize": 350.0, "Normalize": 400.0, "NormalizePad": 420.0, "Rescale": 200.0, "ToTensor": 300.0, "HWC2CHW": 150.0,
     "CenterCrop": 50.0, "RandomCrop": 60.0, "RandomHorizontalFlip": 40.0, "RandomVerticalFlip": 40.0,
     "RandomColorAdjust": 900.0, "AutoAugment": 1500.0, "RandAugment": 1500.0, "TypeCast": 5.0,
 }
-_UNKNOWN_US = 200.0
-_PY_US = 500.0
+UNKNOWN_US = 200.0
+PY_US = 500.0
 _MS_DEFAULT_WORKERS = 8  # mindspore.dataset.config default num_parallel_workers
 _ASSUMED_HOST_CORES = 192  # Atlas 800T A2 host: 4 × 48-core Kunpeng 920
 
@@ -36,7 +36,7 @@ def config_only(rule: MinddataBottleneck, ctx: RuleContext) -> Iterable[Finding]
     if not transforms:
         ctx.skip("no profile, and train_dataset has no map transforms (a text pipeline's TypeCast is cheap)")
         return
-    per_sample = sum(_TRANSFORM_US.get(t, _PY_US if is_python(t) else _UNKNOWN_US) for t in transforms)
+    per_sample = sum(TRANSFORM_US.get(t, PY_US if is_python(t) else UNKNOWN_US) for t in transforms)
     if per_sample < rule.options.heavy_sample_us:
         ctx.skip(f"no profile; the map's transforms ({', '.join(transforms)}) cost about {per_sample:.0f} µs per sample: light")
         return

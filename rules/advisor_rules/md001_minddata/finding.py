@@ -11,6 +11,7 @@ from advisor_core.engine import Evidence, Finding, Location, RuleContext, Safety
 from advisor_rules._common import severity_for_share
 from advisor_rules.md001_minddata.bottleneck import Bottleneck
 from advisor_rules.md001_minddata.cores import cores_per_device
+from advisor_rules.md001_minddata.python_work import python_work
 from advisor_rules.md001_minddata.wait import Wait
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,8 +39,16 @@ def finding(rule: MinddataBottleneck, ctx: RuleContext, rank: Any, wait: Wait, b
         if not row.empty and pd.notna(row.iloc[0]["avg_cpu_pct"]):
             op_cpu = float(row.iloc[0]["avg_cpu_pct"])
     py_mp = cfg.get("dataset.python_multiprocessing") if cfg is not None else None
-    if bott is not None and bott.op_type.startswith("Map") and workers and workers > 1 and op_cpu is not None:
-        gil = py_mp is False and 70.0 <= op_cpu <= 130.0
+    python_why = None
+    if bott is not None and bott.op_type.startswith("Map"):
+        if workers and workers > 1 and op_cpu is not None and py_mp is False and 70.0 <= op_cpu <= 130.0:
+            python_why = "its workers together use about one core"
+        else:
+            rec = rank.record("minddata_summary") if rank.has_table("minddata_summary") else None
+            per_batch = getattr(rec, "per_batch_time_ms", None)
+            period = float(per_batch) * 1000.0 if per_batch else step_us  # one batch per step
+            python_why = python_work(cfg, op_cpu, period, o.heavy_sample_us)
+    gil = python_why is not None
 
     new_workers = None
     predicted_step = None
@@ -77,11 +86,13 @@ def finding(rule: MinddataBottleneck, ctx: RuleContext, rank: Any, wait: Wait, b
     if op_cpu is not None and workers:
         msg.append(f"{what} uses {op_cpu:.1f}% CPU in all over {workers} worker(s) ({op_cpu / workers:.1f}% per worker).")
     if gil:
-        msg.append("Its workers together use about one core: a Python op held by the GIL — threads will not scale, "
-                   "python_multiprocessing: True will.")
+        msg.append(f"Python held by the GIL, likely: {python_why}. Thread workers run it one at a time — more of them "
+                   "will not scale; python_multiprocessing: True (worker processes) will, or moving the work offline "
+                   "(preprocessed into the MindRecord files).")
     if new_workers is not None:
         msg.append(
-            f"With {new_workers} workers ({o.headroom_pct:.0f}% headroom; bound: {cores} cores per device, "
+            f"With {new_workers} workers{' in worker processes' if gil else ''} ({o.headroom_pct:.0f}% headroom; "
+            f"bound: {cores} cores per device, "
             f"{cores_src}) the step should drop to {predicted_step / 1000:.2f} ms."
         )
     elif bott is not None and bott.kind in ("op", "leaf") and workers and cores is not None and workers >= cores:
@@ -100,7 +111,8 @@ def finding(rule: MinddataBottleneck, ctx: RuleContext, rank: Any, wait: Wait, b
             [("dataset.num_parallel_workers", new_workers)],
             safety=Safety.SAFE,
             description=f"{what} needs about {new_workers} workers to feed one batch per compute step; "
-                        f"bounded by {cores} CPU cores per device.",
+                        f"bounded by {cores} CPU cores per device."
+                        + (" Python work scales only with python_multiprocessing (the next patch)." if gil else ""),
         )
         if p:
             patches.append(p)
@@ -128,6 +140,9 @@ def finding(rule: MinddataBottleneck, ctx: RuleContext, rank: Any, wait: Wait, b
     locations = []
     if cfg is not None:
         loc = ctx.config_location("dataset.num_parallel_workers", note="the map ops' workers")
+        if loc:
+            locations.append(loc)
+        loc = ctx.config_location("dataset.python_multiprocessing", note="Python map work in threads") if gil else None
         if loc:
             locations.append(loc)
     src = rank.table_source("minddata_pipeline") or rank.table_source("minddata_summary")

@@ -50,7 +50,11 @@ class MinddataBottleneck(Rule):
         Raise ``train_dataset.num_parallel_workers`` (the map ops' workers) to what
         the step needs — never beyond the host's CPU cores per device; set
         ``python_multiprocessing: True`` when a Python op is held by the GIL (its
-        threads together use about one core); raise ``prefetch_size`` when Batch is
+        threads together use about one core; or the config lists a Python transform;
+        or the map burns ≥ 10× — and ``heavy_sample_us`` per sample more than — the CPU
+        its listed transforms cost at typical rates, i.e. code the config does not
+        list, which in a MindFormers dataset is Python: a PyFunc, a tokenizer; with
+        one worker the CPU share cannot tell); raise ``prefetch_size`` when Batch is
         the bottleneck with idle CPU. The estimate assumes a CPU-bound op scales
         with workers until the step becomes compute-bound: workers = ⌈w · step /
         (compute · (1 − headroom))⌉ (20 % headroom against jitter), predicted step

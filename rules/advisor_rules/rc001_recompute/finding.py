@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from advisor_core.config.model_structure import LayerStructure
 from advisor_core.engine import Evidence, Finding, Location, RuleContext, Severity
-from advisor_rules._common import ir_location
+from advisor_rules._common import data_bound_effect, ir_location
 from advisor_rules.rc001_recompute.effect import effect
 from advisor_rules.rc001_recompute.issues import Issue
 from advisor_rules.rc001_recompute.select import new_select, select_patch
@@ -33,6 +33,10 @@ def finding(rule: RecomputeNotEffective, ctx: RuleContext, issues: list[Issue], 
                    + (f" ({eff.memory_how})" if eff.memory_how else "") + ".")
     if eff.extra_us is not None:
         msg.append(f"It costs {eff.extra_us:.1f} µs per step: {eff.time_how or 'the recomputed kernels'}.")
+    # recomputing adds device time: it costs the step only what exceeds the device's wait for data
+    bound = data_bound_effect(ctx, -eff.extra_us if eff.extra_us is not None else None)
+    if bound.note:
+        msg.append(bound.note)
     patch = select_patch(ctx, issues, new_value) if cfg is not None else None
     if cfg is None:
         adds = sorted({p for i in issues for p in i.add_patterns})
@@ -58,7 +62,7 @@ def finding(rule: RecomputeNotEffective, ctx: RuleContext, issues: list[Issue], 
         + (f" ({freed / 2**20:.0f} MiB of activation memory not saved)" if freed else ""),
         message=" ".join(msg),
         severity=sev,
-        saving_us=-eff.extra_us if eff.extra_us is not None else None,
+        saving_us=bound.saving_us,
         step_time_us=ctx.step_time_us(rank) if rank is not None else None,
         confidence=0.9 if ir is not None else 0.6,
         memory_delta_bytes=-freed if freed else None,
@@ -68,7 +72,8 @@ def finding(rule: RecomputeNotEffective, ctx: RuleContext, issues: list[Issue], 
             Evidence(name="layers", value=layers_total),
         ]
         + ([Evidence(name="activation_memory_not_saved", value=round(freed), unit="bytes")] if freed else [])
-        + ([Evidence(name="recompute_cost_per_step", value=round(eff.extra_us, 3), unit="µs")] if eff.extra_us is not None else []),
+        + ([Evidence(name="recompute_cost_per_step", value=round(eff.extra_us, 3), unit="µs")] if eff.extra_us is not None else [])
+        + bound.evidence,
         locations=locations,
         patches=[patch] if patch else [],
         tags=list(rule.tags),

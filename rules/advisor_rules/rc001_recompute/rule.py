@@ -80,7 +80,9 @@ class RecomputeNotEffective(Rule):
         kernels are priced from their bytes over HBM bandwidth (matmuls from their
         FLOPs). With an IR but no config, the blocking ops' outputs are what is
         freed (× ``pp − stage`` of the profiled rank) and the chain's kernels what
-        it costs.
+        it costs. The added forward time fills the device's wait for data first:
+        while the device waits W per step (MD001's measure) the step grows by
+        ``max(0, cost − W)`` only; the full cost is in ``saving_if_data_keeps_up``.
     """
 
     code = "RC001"
