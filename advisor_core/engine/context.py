@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from advisor_core.config.training import TrainingConfig
+from advisor_core.config.plain import json_plain as _plain
 from advisor_core.diagnostics import DiagnosticSink
 from advisor_core.engine.findings import Location, Patch, PatchOp, Safety
 from advisor_core.engine.rule import Need, RuleOptions
@@ -205,23 +206,6 @@ class RuleContext:
         if not edits:
             return None
         return Patch(title=title, safety=safety, ops=tests + edits, target=self.config_path, description=description)
-
-
-def _plain(value: Any) -> Any:
-    """ruamel round-trip types → plain JSON-able Python (for ``test`` values)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
-    return value
 
 
 def path_str(p: Path | str | None) -> str | None:

@@ -4,22 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from advisor_core.config.plain import json_plain
 
-def plain(value: Any) -> Any:
-    """ruamel scalars/containers → plain Python."""
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
-    return value
+plain = json_plain  # ruamel scalars/containers → plain Python (one implementation, in advisor_core)
 
 
 LLAMA_TYPES = ("LlamaConfig", "LlamaForCausalLM")
