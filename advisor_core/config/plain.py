@@ -22,6 +22,9 @@ def json_plain(value: Any) -> Any:
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
+        if type(value).__name__ == "ScalarBoolean":
+            # ruamel loads an anchored ``&x true`` as an int subclass; a patch's ``test`` must say true
+            return bool(value)
         return int(value)
     if isinstance(value, float):
         return float(value)
