@@ -55,40 +55,37 @@ _BRACKET_OR_QUOTE = re.compile(r'[()\[\]{}"]')
 _SPLIT_TOKENS = re.compile(r'[()\[\]{}",]')
 
 
-class TypeName(str):
+class _TaggedStr(str):
+    """A ``str`` whose repr names its kind, so decoded values read unambiguously in tests and dumps."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str.__repr__(self)})"
+
+
+class TypeName(_TaggedStr):
     """A type used as a value: ``dst_type: F16`` decodes to ``TypeName("F16")``."""
 
     __slots__ = ()
 
-    def __repr__(self) -> str:
-        return f"TypeName({str.__repr__(self)})"
 
-
-class Bare(str):
+class Bare(_TaggedStr):
     """An unquoted word (<= 2.2 attribute values such as ``op: sum``; names in ``[x, y]``)."""
 
     __slots__ = ()
 
-    def __repr__(self) -> str:
-        return f"Bare({str.__repr__(self)})"
 
-
-class Monad(str):
+class Monad(_TaggedStr):
     """A monad value operand such as ``UMonad[U]``."""
 
     __slots__ = ()
 
-    def __repr__(self) -> str:
-        return f"Monad({str.__repr__(self)})"
 
-
-class Raw(str):
+class Raw(_TaggedStr):
     """Text that fits no value form; kept verbatim so nothing is lost."""
 
     __slots__ = ()
-
-    def __repr__(self) -> str:
-        return f"Raw({str.__repr__(self)})"
 
 
 class TensorValue:
