@@ -7,7 +7,9 @@ Evidence, best first:
 2. ``trace_view.json``: ``ProfilerStep#<n>`` events give the step windows and
    ``Overlap Analysis`` events (threads ``Computing``, ``Communication``,
    ``Communication(Not Overlapped)``, ``Free``) are summed inside each window;
-   ``preparing_us`` = first ``Ascend Hardware`` task start − step start;
+   ``preparing_us`` = first device task start − step start (compute kernels of the
+   kernel table; the trace's ``Ascend Hardware`` events when there is none). Only these
+   events are read from the trace (the ``step_events`` table), not the whole file;
 3. MindSpore's single whole-collection ``step_trace_time.csv`` row (``Step=0``),
    divided by the number of steps when the step count is known (flagged
    ``averaged``).
@@ -22,8 +24,11 @@ import re
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from advisor_core.model.run import Rank
+from advisor_core.opview.view import COMM_CORE_NAMES
 
 BREAKDOWN_COLUMNS = (
     "step",
@@ -50,8 +55,12 @@ _OVERLAP_THREADS = {
 
 
 def step_windows(rank: Rank) -> pd.DataFrame | None:
-    """``ProfilerStep#<n>`` windows from the trace: ``step``, ``start_ns``, ``end_ns``."""
-    ev = rank.table("trace_events", ["name", "ph", "ts_ns", "dur_us", "process_name"])
+    """``ProfilerStep#<n>`` windows from the trace: ``step``, ``start_ns``, ``end_ns`` (computed once per rank)."""
+    return rank.cached("step_windows", lambda: _step_windows(rank))
+
+
+def _step_windows(rank: Rank) -> pd.DataFrame | None:
+    ev = rank.table("step_events", ["name", "ph", "ts_ns", "dur_us", "process_name"])
     if ev is None or ev.empty:
         return None
     names = ev["name"].astype("string")
@@ -75,7 +84,7 @@ def _from_trace(rank: Rank) -> pd.DataFrame | None:
     windows = step_windows(rank)
     if windows is None:
         return None
-    ev = rank.table("trace_events", ["name", "ph", "ts_ns", "dur_us", "process_name", "thread_name"])
+    ev = rank.table("step_events", ["name", "ph", "ts_ns", "dur_us", "process_name", "thread_name"])
     assert ev is not None
     oa = ev[(ev["process_name"] == "Overlap Analysis") & (ev["ph"] == "X") & ev["ts_ns"].notna()]
     if oa.empty:
@@ -98,21 +107,52 @@ def _from_trace(rank: Rank) -> pd.DataFrame | None:
         out[col] = out["step"].map(table[col]) if col in table.columns else 0.0
         out[col] = out[col].fillna(0.0)
     out["total_us"] = out["computing_us"] + out["communication_not_overlapped_us"] + out["free_us"]
-    hw = ev[(ev["process_name"] == "Ascend Hardware") & (ev["ph"] == "X") & ev["ts_ns"].notna()]
-    if not hw.empty:
-        hts = np.sort(hw["ts_ns"].astype("int64").to_numpy())
-        first = np.searchsorted(hts, starts, side="left")
-        prep = [
-            (hts[f] - s) / 1000.0 if f < len(hts) and hts[f] < e else np.nan
-            for f, s, e in zip(first, starts, ends)
-        ]
-        out["preparing_us"] = prep
+    first_task = _first_task_starts(rank, starts, ends)
+    if first_task is not None:
+        out["preparing_us"] = [(f - s) / 1000.0 if f is not None else np.nan for f, s in zip(first_task, starts)]
     out["source"] = "trace_view.json ProfilerStep + Overlap Analysis"
     return out
 
 
+def _first_task_starts(rank: Rank, starts: np.ndarray, ends: np.ndarray) -> list[int | None] | None:
+    """Start (ns) of the first device task inside each window, ``None`` for an empty window.
+
+    Device tasks are the compute kernels of the kernel table (read through the op view's
+    timeline when it is at hand); without a kernel table, the trace's ``Ascend Hardware``
+    events (which needs the whole trace).
+    """
+    task_starts: np.ndarray | None = None
+    view = rank.op_view() if rank.has_table("kernels") else None
+    if view is not None and view.timeline is not None:
+        tl = view.timeline
+        task_starts = tl.start_ns[~view.ops["is_comm"].to_numpy()[tl.op]]
+    elif view is not None and view.has_columns("start_ns"):
+        k = rank.arrow_table("kernels", [c for c in ("start_ns", "accelerator_core") if view.has_columns(c)])
+        if k is not None:
+            keep = k.column("start_ns").is_valid()
+            if "accelerator_core" in k.column_names:
+                core = k.column("accelerator_core").cast(pa.string())
+                keep = pc.and_(keep, pc.invert(pc.fill_null(pc.is_in(core, pa.array(sorted(COMM_CORE_NAMES))), False)))
+            task_starts = np.sort(k.column("start_ns").filter(keep).to_numpy())
+    elif view is None:
+        ev = rank.table("trace_events", ["ph", "ts_ns", "process_name"])
+        if ev is not None:
+            hw = ev[(ev["process_name"] == "Ascend Hardware") & (ev["ph"] == "X") & ev["ts_ns"].notna()]
+            if not hw.empty:
+                task_starts = np.sort(hw["ts_ns"].astype("int64").to_numpy())
+    if task_starts is None or not len(task_starts):
+        return None
+    first = np.searchsorted(task_starts, starts, side="left")
+    return [int(task_starts[f]) if f < len(task_starts) and task_starts[f] < e else None
+            for f, e in zip(first, ends)]
+
+
 def step_breakdown(rank: Rank) -> pd.DataFrame | None:
-    """Per-step breakdown (µs) or ``None`` when the profile has no step evidence at all."""
+    """Per-step breakdown (µs) or ``None`` when the profile has no step evidence at all (computed once per rank)."""
+    return rank.cached("step_breakdown", lambda: _step_breakdown(rank))
+
+
+def _step_breakdown(rank: Rank) -> pd.DataFrame | None:
     st = rank.table("step_trace")
     src = rank.table_source("step_trace")
     if st is not None and not st.empty and not bool(st["whole_run"].all()):

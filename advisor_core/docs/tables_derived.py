@@ -37,6 +37,16 @@ _SOURCES: dict[str, dict[str, str]] = {
         "device_id": "`NPU <id>` in the `args.labels` of the pid's `process_labels` metadata event",
         "args": "`args` (a dict; only returned when asked for)",
     },
+    "step_events": {
+        "ph": "`ph` of `ProfilerStep#<n>` and `Overlap Analysis` events (`X`, `B`, `E`, `i`, `I`)",
+        "name": "`name`: `ProfilerStep#<n>`, `Computing`, `Communication`, `Communication(Not Overlapped)`, `Free`",
+        "pid": "`pid`, as text",
+        "tid": "`tid`, as text",
+        "ts_ns": "`ts` (string or number, µs) → exact ns",
+        "dur_us": "`dur` (number or string), µs",
+        "process_name": "`args.name` of the `process_name` metadata event of the pid",
+        "thread_name": "`args.name` of the `thread_name` metadata event of (pid, tid)",
+    },
     "communication": {
         "rank": "`cluster_communication.json` only: the rank key; missing in the per-rank file",
         "step": "step key `step` / `step<N>` → N (missing for a bare `step`)",

@@ -39,7 +39,7 @@ import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import pandas as pd
 import pyarrow as pa
@@ -198,12 +198,18 @@ def _resolve_metric_fallback(name: str, extras: dict[str, str]) -> str | None:
 class CsvReadResult:
     """What :func:`read_csv_table` produced."""
 
-    frame: pd.DataFrame
+    frame: pd.DataFrame | None
     missing: list[str] = field(default_factory=list)  # requested columns the file does not have
     skipped_rows: int = 0
+    arrow: pa.Table | None = None  # set instead of ``frame`` when read with ``arrow=True``
 
 
-def _arrow_type(kind: str) -> pa.DataType:
+DICT_STRING = pa.dictionary(pa.int32(), pa.string())
+
+
+def _arrow_type(kind: str, dictionary: bool = False) -> pa.DataType:
+    if dictionary and kind in ("str", "shape"):
+        return DICT_STRING
     return {
         "str": pa.string(),
         "shape": pa.string(),
@@ -303,8 +309,13 @@ def read_csv_table(
     *,
     what: str | None = None,
     header: HeaderInfo | None = None,
+    arrow: bool = False,
 ) -> CsvReadResult | None:
     """Read ``columns`` (canonical names; ``None`` = every column present) of ``path``.
+
+    With ``arrow=True`` the result's ``arrow`` is a :class:`pyarrow.Table` with canonical
+    column names, text columns dictionary-encoded (one dictionary for the whole column)
+    and ``frame`` is ``None``: what the op view reads, without a pandas copy.
 
     Returns ``None`` (after one error diagnostic) when the file cannot be used at
     all: unreadable, empty, binary, no header, or a required column is absent.
@@ -349,7 +360,7 @@ def read_csv_table(
     read_opts = pacsv.ReadOptions(use_threads=True)
     parse_opts = pacsv.ParseOptions(invalid_row_handler=on_invalid)
     include = list(dict.fromkeys(h for _, h, _ in plan))
-    types = {h: _arrow_type(kind) for _, h, kind in plan}
+    types = {h: _arrow_type(kind, dictionary=arrow) for _, h, kind in plan}
     table: pa.Table | None = None
     if include:
         conv = pacsv.ConvertOptions(
@@ -391,18 +402,11 @@ def read_csv_table(
         )
 
     nrows = table.num_rows if table is not None else 0
+    if arrow:
+        return _arrow_result(table, plan, missing, spec, nrows, wanted_names, len(invalid), path, sink, what)
     out: dict[str, pd.Series] = {}
     for canon, h, kind in plan:
-        col = table.column(h)  # type: ignore[union-attr]
-        if kind == "ts_us" and pa.types.is_decimal(col.type):
-            try:
-                col = _decimal_us_to_ns(col)
-            except pa.ArrowInvalid:  # beyond int64 ns: report per value through the text path
-                col = _convert_column(pc.cast(col, pa.string()), "ts_us", h, path, sink, what)
-        elif kind == "shape":
-            col = pc.utf8_trim(col, characters='"')
-        elif kind == "id":
-            col = pc.if_else(pc.equal(col, ID_SENTINEL), pa.scalar(None, pa.int64()), col)
+        col = _finish_column(table.column(h), kind, h, path, sink, what)  # type: ignore[union-attr]
         out[canon] = _to_series(col, kind)
     for name in missing:
         c = spec.col(name)
@@ -412,6 +416,51 @@ def read_csv_table(
     frame = pd.DataFrame(out, index=pd.RangeIndex(nrows), copy=False) if out else pd.DataFrame(index=pd.RangeIndex(nrows))
     ordered = [n for n in dict.fromkeys(wanted_names) if n in frame.columns]
     return CsvReadResult(frame[ordered], missing=missing, skipped_rows=len(invalid))
+
+
+def _finish_column(col: pa.ChunkedArray, kind: str, h: str, path: Path, sink: DiagnosticSink,
+                   what: str) -> pa.ChunkedArray:
+    """Canonical values of a column as read: ns timestamps, shapes unquoted, id sentinels missing."""
+    if kind == "ts_us" and pa.types.is_decimal(col.type):
+        try:
+            return _decimal_us_to_ns(col)
+        except pa.ArrowInvalid:  # beyond int64 ns: report per value through the text path
+            return _convert_column(pc.cast(col, pa.string()), "ts_us", h, path, sink, what)
+    if kind == "shape":
+        if pa.types.is_dictionary(col.type):
+            return _map_dictionary(col, lambda d: pc.utf8_trim(d, characters='"'))
+        return pc.utf8_trim(col, characters='"')
+    if kind == "id":
+        return pc.if_else(pc.equal(col, ID_SENTINEL), pa.scalar(None, pa.int64()), col)
+    return col
+
+
+def _map_dictionary(col: pa.ChunkedArray, fn: Any) -> pa.ChunkedArray:
+    """Apply a string function to the dictionary of each chunk (the indices stay)."""
+    chunks = [pa.DictionaryArray.from_arrays(c.indices, fn(c.dictionary)) for c in col.chunks]
+    return pa.chunked_array(chunks, col.type)
+
+
+def _arrow_result(table: pa.Table | None, plan: list[tuple[str, str, str]], missing: list[str], spec: CsvTableSpec,
+                  nrows: int, wanted: Sequence[str], skipped: int, path: Path, sink: DiagnosticSink,
+                  what: str) -> CsvReadResult:
+    arrays: dict[str, pa.ChunkedArray] = {}
+    for canon, h, kind in plan:
+        col = _finish_column(table.column(h), kind, h, path, sink, what)  # type: ignore[union-attr]
+        if kind in ("str", "shape") and not pa.types.is_dictionary(col.type):
+            col = col.dictionary_encode()  # the slow path reads text
+        elif kind == "float" and col.type != pa.float64():
+            col = pc.cast(col, pa.float64())
+        arrays[canon] = col
+    for name in missing:
+        c = spec.col(name)
+        kind = c.kind if c else (spec.extra_kind or "float")
+        typ = _arrow_type(kind, dictionary=True)
+        arrays[name] = pa.chunked_array([pa.nulls(nrows, pa.int64() if kind == "ts_us" else typ)])
+    ordered = [n for n in dict.fromkeys(wanted) if n in arrays]
+    out = pa.table({n: arrays[n] for n in ordered}) if ordered else pa.table({})
+    # One dictionary per column (the reader builds one per block): codes comparable across rows.
+    return CsvReadResult(None, missing=missing, skipped_rows=skipped, arrow=out.unify_dictionaries())
 
 
 _TYPES_MAPPER = {

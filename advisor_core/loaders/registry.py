@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import pandas as pd
+import pyarrow as pa
 from pydantic import BaseModel
 
 from advisor_core.diagnostics import DiagnosticSink
@@ -31,6 +32,7 @@ from advisor_core.loaders.misc_tables import (
     OPERATOR_MEMORY,
 )
 from advisor_core.loaders.trace import TRACE_COLUMNS, read_trace_view
+from advisor_core.loaders.trace_steps import STEP_EVENT_COLUMNS, read_step_events
 
 
 @dataclass
@@ -43,6 +45,7 @@ class LoadedTable:
 
 
 Reader = Callable[[Path, str, "Sequence[str] | None", DiagnosticSink], "LoadedTable | None"]
+ArrowReader = Callable[[Path, str, "Sequence[str] | None", DiagnosticSink], "pa.Table | None"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,9 @@ class TableLoader:
     ``available`` answers "which canonical columns does this file have" without
     reading rows (CSV header), or ``None`` when that needs a full read.
     ``patterns`` are extra artifact file-name patterns a plugin loader brings.
+    ``read_arrow`` (optional) reads the same columns as a :class:`pyarrow.Table` with
+    text columns dictionary-encoded — the op view's input; without it the pandas frame
+    is converted.
     """
 
     name: str
@@ -68,6 +74,7 @@ class TableLoader:
     default_columns: tuple[str, ...] | None = None
     patterns: tuple[ArtifactPattern, ...] = ()
     doc: str = ""
+    read_arrow: ArrowReader | None = None
 
 
 def _csv_loader(
@@ -84,6 +91,11 @@ def _csv_loader(
             return None
         return LoadedTable(res.frame, missing=res.missing)
 
+    def read_arrow(path: Path, kind: str, columns: Sequence[str] | None, sink: DiagnosticSink) -> pa.Table | None:
+        cols = columns if columns is not None else default_columns
+        res = read_csv_table(path, spec, cols, sink, what=path.name, arrow=True)
+        return None if res is None else res.arrow
+
     def available(path: Path, kind: str, sink: DiagnosticSink) -> list[str] | None:
         h = read_header(path, spec, sink, what=path.name)
         return None if h is None else h.available
@@ -99,6 +111,7 @@ def _csv_loader(
         rows=lambda path, kind: count_rows(path),
         default_columns=default_columns,
         doc=spec.doc,
+        read_arrow=read_arrow,
     )
 
 
@@ -125,6 +138,11 @@ def _read_matrix(path: Path, kind: str, columns: Sequence[str] | None, sink: Dia
 
 def _read_trace(path: Path, kind: str, columns: Sequence[str] | None, sink: DiagnosticSink) -> LoadedTable | None:
     df = read_trace_view(path, columns, sink)
+    return None if df is None else LoadedTable(df)
+
+
+def _read_step_events(path: Path, kind: str, columns: Sequence[str] | None, sink: DiagnosticSink) -> LoadedTable | None:
+    df = read_step_events(path, columns, sink)
     return None if df is None else LoadedTable(df)
 
 
@@ -164,6 +182,9 @@ BUILTIN_LOADERS: tuple[TableLoader, ...] = (
         doc=steps.__doc__ or "",
     ),
     TableLoader("trace_events", "trace events", ("trace_view",), TRACE_COLUMNS, _read_trace, projectable=True),
+    TableLoader("step_events", "step windows and overlap intervals", ("trace_view",), STEP_EVENT_COLUMNS,
+                _read_step_events, doc="ProfilerStep#<n> and Overlap Analysis events of trace_view.json, "
+                "found without parsing the whole trace"),
     TableLoader("communication", "communication ops", ("communication",), comm.COMMUNICATION_COLUMNS, _read_comm(0)),
     TableLoader("communication_bandwidth", "communication bandwidth", ("communication",), comm.BANDWIDTH_COLUMNS, _read_comm(1)),
     TableLoader("communication_matrix", "communication matrix", ("communication_matrix",), comm.MATRIX_COLUMNS, _read_matrix),

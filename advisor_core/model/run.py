@@ -20,9 +20,10 @@ the loader specs); the main ones:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
+import pyarrow as pa
 from pydantic import BaseModel
 
 from advisor_core.diagnostics import DiagnosticSink
@@ -42,6 +43,8 @@ class Rank:
         self._sink = sink
         self._cache: dict[tuple[str, tuple[str, ...] | None], LoadedTable | None] = {}
         self._available: dict[str, list[str] | None] = {}
+        self._op_view: Any = None
+        self._derived: dict[str, Any] = {}
 
     # -- metadata ---------------------------------------------------------------
     @property
@@ -137,6 +140,54 @@ class Rank:
             present = [c for c in columns if c in frame.columns]
             frame = frame[present]
         return frame
+
+    def arrow_table(self, name: str, columns: Sequence[str] | None = None) -> pa.Table | None:
+        """The canonical table ``name`` as Arrow, text columns dictionary-encoded; not cached.
+
+        Read straight from the file when the loader can (CSV), so no pandas copy is made;
+        what the op view is built from.
+        """
+        src = self.table_source(name)
+        if src is None:
+            return None
+        ld = self.loader(name)
+        if ld.read_arrow is not None:
+            return ld.read_arrow(src[0], src[1], tuple(columns) if columns is not None else None, self._sink)
+        frame = self.table(name, columns)
+        if frame is None:
+            return None
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        return pa.table({c: (table[c].dictionary_encode() if pa.types.is_string(table[c].type)
+                                 or pa.types.is_large_string(table[c].type) else table[c]) for c in table.column_names})
+
+    def op_view(self) -> Any:
+        """The rank's :class:`~advisor_core.opview.OpView` (distinct ops of its kernels), built once.
+
+        ``None`` when the rank has no usable kernel table.
+        """
+        if self._op_view is None:
+            from advisor_core.opview.build import build_op_view
+
+            self._op_view = build_op_view(self) or False
+        return self._op_view if self._op_view is not False else None
+
+    def cached(self, key: str, compute: Callable[[], Any]) -> Any:
+        """A value derived from this rank's tables (a step breakdown …), computed once.
+
+        Derived analyses memoise here so that every rule asking gets the same object, and
+        a worker process can hand its results over with :meth:`adopt_derived`.
+        """
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return self._derived[key]
+
+    def adopt_derived(self, values: Mapping[str, Any]) -> None:
+        """Cache derived values computed elsewhere (a worker process) for this rank."""
+        self._derived.update(values)
+
+    def adopt_op_view(self, view: Any) -> None:
+        """Cache an op view built elsewhere (a worker process) for this rank."""
+        self._op_view = view if view is not None else False
 
     def record(self, name: str) -> BaseModel | None:
         """The scalar-field record that comes with some tables (MindData summary, CPU info)."""

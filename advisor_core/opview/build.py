@@ -1,0 +1,255 @@
+"""Building a rank's op view from its kernel table, in columnar code.
+
+A training step launches the same kernels every step and every micro batch, so a
+million kernel rows are a few thousand distinct ops. The build:
+
+1. reads the signature columns once, as Arrow with dictionary-encoded text (only
+   the columns the file has; nothing converted to Python objects);
+2. turns each signature column into integer codes and the codes into one group id
+   per row (numpy, no Python loop over rows);
+3. aggregates durations per group (count, total, mean, min, max, steps seen);
+4. takes the text of one row per group and parses it — names into scope, cell,
+   layer and direction; shapes, dtypes and formats into tuples — once per distinct
+   op (Python loops over distinct ops only);
+5. keeps the per-row timeline (op id, start, end, duration, step, stream) as numpy
+   arrays sorted by start, for the few analyses that need kernel order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from advisor_core.opview.names import forward_cell, kernel_cell, kernel_scope, layer_of_scope, op_primitive
+from advisor_core.opview.tensors import norm_format, parse_dtypes, parse_formats, parse_shapes
+from advisor_core.opview.view import COMM_CORE_NAMES, OpView, Timeline
+
+# Columns that tell one op from another (whichever the file has).
+SIGNATURE_COLUMNS: tuple[str, ...] = (
+    "name",
+    "type",
+    "accelerator_core",
+    "stream_id",
+    "input_shapes",
+    "input_dtypes",
+    "input_formats",
+    "output_shapes",
+    "output_dtypes",
+    "output_formats",
+)
+TIMELINE_COLUMNS: tuple[str, ...] = ("start_ns", "duration_us", "step_id")
+TEXT_COLUMNS = tuple(c for c in SIGNATURE_COLUMNS if c != "stream_id")
+
+
+def build_op_view(rank: Any) -> OpView | None:
+    """The op view of ``rank`` (``None`` without a usable kernel table).
+
+    Steps: the kernels' ``Step ID`` when the file has one, else the rank's
+    ``ProfilerStep`` windows (each kernel assigned to the window it starts in), else
+    the whole profile is one step.
+    """
+    if not rank.has_table("kernels"):
+        return None
+    have = set(rank.columns("kernels") or [])
+    if not {"name", "duration_us"} <= have:
+        return None
+    wanted = [c for c in (*SIGNATURE_COLUMNS, *TIMELINE_COLUMNS) if c in have]
+    table = rank.arrow_table("kernels", wanted)
+    if table is None:
+        return None
+    windows = None
+    if "step_id" not in have:
+        from advisor_core.analyses.step_time import step_windows
+
+        windows = step_windows(rank)
+    src = rank.table_source("kernels")
+    return op_view_from_table(table, windows=windows, source=str(src[0]) if src else "kernels")
+
+
+def op_view_from_table(table: pa.Table, *, windows: pd.DataFrame | None = None, source: str = "kernels") -> OpView:
+    """The op view of a canonical kernel table (Arrow; see module docstring).
+
+    ``windows`` (``step``, ``start_ns``, ``end_ns``) assigns steps when the table has no
+    ``step_id``.
+    """
+    n = table.num_rows
+    sig = [c for c in SIGNATURE_COLUMNS if c in table.column_names]
+    codes = [_codes(table.column(c)) for c in sig]
+    group, first = _group_ids(codes, n)
+    n_ops = len(first)
+
+    dur = _float_array(table.column("duration_us"))
+    dur0 = np.nan_to_num(dur, nan=0.0)
+    start = _int_array(table.column("start_ns")) if "start_ns" in table.column_names else None
+    step, steps, step_ids = _steps(table, start, windows, n)
+
+    count = np.bincount(group, minlength=n_ops)
+    total = np.bincount(group, weights=dur0, minlength=n_ops)
+    stats = pd.DataFrame({"g": group, "d": dur}).groupby("g", sort=True)["d"].agg(["min", "max"])
+    seen_key = np.unique(group.astype(np.int64) * (len(step_ids) + 1) + (step + 1))
+    seen_ops = seen_key // (len(step_ids) + 1)
+    seen_step = seen_key % (len(step_ids) + 1) - 1
+    steps_seen = np.bincount(seen_ops[seen_step >= 0], minlength=n_ops)
+    first_step = _per_op_extreme(seen_ops, seen_step, n_ops, np.minimum)
+    last_step = _per_op_extreme(seen_ops, seen_step, n_ops, np.maximum)
+
+    ops = _describe(table.take(pa.array(first)), sig)
+    ops["count"] = count
+    ops["total_us"] = total
+    ops["mean_us"] = np.divide(total, count, out=np.zeros(n_ops), where=count > 0)
+    ops["min_us"] = stats["min"].to_numpy()
+    ops["max_us"] = stats["max"].to_numpy()
+    ops["per_step_us"] = total / steps
+    ops["steps_seen"] = steps_seen
+    ops["first_step"] = pd.array([step_ids[i] if i >= 0 else None for i in first_step], dtype="Int64")
+    ops["last_step"] = pd.array([step_ids[i] if i >= 0 else None for i in last_step], dtype="Int64")
+    ops.index.name = "op"
+
+    timeline = None
+    if start is not None:
+        stream = _int_array(table.column("stream_id")) if "stream_id" in table.column_names else None
+        timeline = Timeline.build(group, start, dur, step, stream)
+    return OpView(ops=ops, steps=steps, step_ids=tuple(step_ids), rows=n, source=source, timeline=timeline,
+                  has=tuple(table.column_names))
+
+
+# -- grouping ------------------------------------------------------------------------------------
+
+def _codes(col: pa.ChunkedArray) -> tuple[np.ndarray, int]:
+    """Integer codes of a column (−1 for missing) and how many distinct codes there can be."""
+    if not pa.types.is_dictionary(col.type):
+        if pa.types.is_integer(col.type):
+            values = col.to_numpy(zero_copy_only=False)
+            arr = pc.fill_null(col, -1).to_numpy() if col.null_count else values
+            uniq, inv = np.unique(arr, return_inverse=True)
+            return inv.astype(np.int64), len(uniq)
+        col = col.dictionary_encode()
+    col = col.unify_dictionaries() if col.num_chunks > 1 else col
+    size = max((len(c.dictionary) for c in col.chunks), default=0)
+    parts = [pc.fill_null(c.indices, -1).to_numpy().astype(np.int64) for c in col.chunks]
+    codes = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return codes, size
+
+
+def _group_ids(codes: list[tuple[np.ndarray, int]], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """One group id per row (groups numbered in order of first appearance) and each group's first row."""
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    key = np.zeros(n, np.int64)
+    card = 1
+    for c, size in codes:
+        radix = size + 1  # +1 for missing (−1 → 0)
+        if card * radix >= 2**62:  # re-number before the mixed-radix key overflows
+            uniq, key = np.unique(key, return_inverse=True)
+            card = len(uniq)
+        key = key * radix + (c + 1)
+        card *= radix
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # groups in order of first appearance
+    rank_of = np.empty_like(order)
+    rank_of[order] = np.arange(len(order))
+    return rank_of[inverse.ravel()], first[order]
+
+
+def _per_op_extreme(ops: np.ndarray, steps: np.ndarray, n_ops: int, ufunc: Any) -> np.ndarray:
+    out = np.full(n_ops, -1, np.int64)
+    ok = steps >= 0
+    if ok.any():
+        fill = np.iinfo(np.int64).max if ufunc is np.minimum else -1
+        acc = np.full(n_ops, fill, np.int64)
+        ufunc.at(acc, ops[ok], steps[ok])
+        out = np.where(acc == fill, -1, acc) if ufunc is np.minimum else acc
+    return out
+
+
+def _steps(table: pa.Table, start: np.ndarray | None, windows: pd.DataFrame | None,
+           n: int) -> tuple[np.ndarray, int, list[int]]:
+    """Per row: index into the step list (−1 outside any step); the step count; the step ids."""
+    if "step_id" in table.column_names and table.column("step_id").null_count < n:
+        raw = pc.fill_null(table.column("step_id"), -(2**62)).to_numpy()
+        ids = np.unique(raw[raw != -(2**62)])
+        idx = np.searchsorted(ids, raw)
+        idx = np.where(raw == -(2**62), -1, idx)
+        return idx.astype(np.int64), max(len(ids), 1), [int(x) for x in ids]
+    if windows is not None and len(windows) and start is not None:
+        w = windows.sort_values("start_ns")
+        starts = w["start_ns"].to_numpy(np.int64)
+        ends = w["end_ns"].to_numpy(np.int64)
+        pos = np.searchsorted(starts, start, side="right") - 1
+        inside = (pos >= 0) & (start < ends[np.clip(pos, 0, len(ends) - 1)]) & (start != _NO_START)
+        order = np.argsort(w["step"].to_numpy())
+        ids = w["step"].to_numpy()[order]
+        back = np.empty_like(order)
+        back[order] = np.arange(len(order))
+        idx = np.where(inside, back[np.clip(pos, 0, len(order) - 1)], -1)
+        return idx.astype(np.int64), len(ids), [int(x) for x in ids]
+    return np.zeros(n, np.int64), 1, [0]
+
+
+_NO_START = np.iinfo(np.int64).min
+
+
+def _float_array(col: pa.ChunkedArray) -> np.ndarray:
+    return pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+
+
+def _int_array(col: pa.ChunkedArray) -> np.ndarray:
+    """int64 values, missing as the smallest int64."""
+    return pc.fill_null(pc.cast(col, pa.int64()), _NO_START).to_numpy()
+
+
+# -- describing the distinct ops -------------------------------------------------------------------
+
+def _describe(rows: pa.Table, sig: Sequence[str]) -> pd.DataFrame:
+    """One row per op: its signature text and what is parsed from it (Python over distinct ops only)."""
+    cols: dict[str, list[Any]] = {c: rows.column(c).to_pylist() for c in sig}
+    names = [str(x) if x is not None else "" for x in cols["name"]]
+    parsed = {nm: _parse_name(nm) for nm in dict.fromkeys(names)}
+    out: dict[str, Any] = {"name": names}
+    for c in ("type", "accelerator_core"):
+        out[c] = [str(x) if x is not None else None for x in cols.get(c, [None] * len(names))]
+    if "stream_id" in cols:
+        out["stream_id"] = pd.array(cols["stream_id"], dtype="Int64")
+    out["scope"] = [parsed[nm][0] for nm in names]
+    out["primitive"] = [parsed[nm][1] for nm in names]
+    out["cell"] = [parsed[nm][2] for nm in names]
+    out["forward_cell"] = [parsed[nm][3] for nm in names]
+    out["backward"] = [parsed[nm][4] for nm in names]
+    out["grad"] = [parsed[nm][5] for nm in names]
+    out["layer"] = pd.array([parsed[nm][6] for nm in names], dtype="Int64")
+    out["recompute"] = [parsed[nm][7] for nm in names]
+    cores = out["accelerator_core"]
+    out["is_comm"] = [c in COMM_CORE_NAMES if c else False for c in cores]
+    for c in TEXT_COLUMNS[2:]:
+        out[c] = [str(x) if x is not None else None for x in cols.get(c, [None] * len(names))]
+    memo: dict[tuple[str, Any], Any] = {}
+
+    def once(kind: str, value: Any, fn: Any) -> Any:
+        key = (kind, value)
+        if key not in memo:
+            memo[key] = fn(value)
+        return memo[key]
+
+    out["in_shapes"] = [once("s", v, parse_shapes) for v in out["input_shapes"]]
+    out["out_shapes"] = [once("s", v, parse_shapes) for v in out["output_shapes"]]
+    out["in_dtypes"] = [once("d", v, parse_dtypes) for v in out["input_dtypes"]]
+    out["out_dtypes"] = [once("d", v, parse_dtypes) for v in out["output_dtypes"]]
+    out["in_formats"] = [once("f", v, parse_formats) for v in out["input_formats"]]
+    out["out_formats"] = [once("f", v, parse_formats) for v in out["output_formats"]]
+    out["in_format"] = [once("n", v, norm_format) for v in out["input_formats"]]
+    out["out_format"] = [once("n", v, norm_format) for v in out["output_formats"]]
+    frame = pd.DataFrame(out)
+    frame.index = pd.RangeIndex(len(frame))
+    return frame
+
+
+def _parse_name(name: str) -> tuple[Any, ...]:
+    scope = kernel_scope(name)
+    cell, bwd, grad = kernel_cell(name)
+    where = scope or name
+    return (scope, op_primitive(scope), cell, forward_cell(name), bwd, grad, layer_of_scope(where),
+            "recompute_" in where)
