@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,19 @@ def exit_code(result: Any, fail_on: str) -> int:
     return EXIT_FINDINGS if any(f.severity.rank >= floor for f in result.findings) else EXIT_OK
 
 
+def print_timings(result: Any, wall_s: float, console: Any) -> None:
+    """``--timings``: seconds per load (summed over ranks) and per rule (its per-rank part included)."""
+    lines = [f"timings (s): wall {wall_s:.2f}"]
+    ranks = len(result.inputs.get("ranks") or [])
+    for key, label in (("load", "op views (read kernels, group)"), ("derive", "step breakdowns")):
+        if key in result.unit_seconds:
+            lines.append(f"  {label:<34} {result.unit_seconds[key]:7.2f}  ({ranks} rank(s), summed)")
+    for run in sorted(result.runs, key=lambda r: -r.seconds):
+        if run.status != "skipped":
+            lines.append(f"  rule {run.code:<29} {run.seconds:7.2f}  {run.status}")
+    console.print("\n".join(lines), markup=False, highlight=False)
+
+
 def render(result: Any, host: Any, fmt: str, output: Path | None, ctx: Any) -> None:
     formats = host.formats()
     if fmt not in formats:
@@ -95,11 +109,16 @@ def render(result: Any, host: Any, fmt: str, output: Path | None, ctx: Any) -> N
 @click.option("--fail-on", type=click.Choice(FAIL_ON), default=None, help="Lowest severity that makes the exit code 1 [default: low].")
 @click.option("--no-fixes", is_flag=True, help="Text format: do not print patch diffs.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print informational diagnostics.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="Worker processes for the per-rank work [default: every core, when the run is large enough].")
+@click.option("--timings", is_flag=True, help="Print seconds per load and per rule on stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress display on stderr.")
 @plugin_options
 def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs: tuple[Path, ...], config: Path | None,
                     select: tuple[str, ...], extend_select: tuple[str, ...], ignore: tuple[str, ...], fmt: str | None,
-                    output: Path | None, fail_on: str | None, no_fixes: bool, verbose: bool, no_plugins: bool,
-                    plugin_flags: tuple[str, ...], settings_file: Path | None) -> None:
+                    output: Path | None, fail_on: str | None, no_fixes: bool, verbose: bool, jobs: int | None,
+                    timings: bool, quiet: bool, no_plugins: bool, plugin_flags: tuple[str, ...],
+                    settings_file: Path | None) -> None:
     """Find what is slow in a training run, ranked by the time it would win.
 
     Each PATH is classified automatically — profile directory, cluster parent,
@@ -117,7 +136,7 @@ def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs:
     host = _host(no_plugins, plugin_flags, settings)
     session = Session(
         list(paths),
-        SessionOptions(profiles=list(profiles), graphs=list(graphs), config=config, settings=settings),
+        SessionOptions(profiles=list(profiles), graphs=list(graphs), config=config, settings=settings, jobs=jobs),
         host=host,
     )
     sel = _codes(select)
@@ -125,15 +144,17 @@ def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs:
         sel = list(settings.select or ["ALL"])
     if sel is not None:
         sel = sel + (_codes(extend_select) or [])
+    from advisor_core.cli.progress import RunProgress
+
     err = stderr_console()
+    started = time.perf_counter()
     try:
-        if err.is_terminal:
-            with err.status("loading inputs and running rules…"):
-                result = session.analyze(select=sel, ignore=_codes(ignore))
-        else:
-            result = session.analyze(select=sel, ignore=_codes(ignore))
+        with RunProgress(err, enabled=not quiet) as progress:
+            result = session.analyze(select=sel, ignore=_codes(ignore), progress=progress)
     except SelectionError as exc:
         raise click.UsageError(str(exc)) from None
+    if timings:
+        print_timings(result, time.perf_counter() - started, err)
     ctx = RenderContext(inputs=result.inputs, fail_on=fail_on or settings.fail_on, show_fixes=not no_fixes)
     render(result, host, fmt or settings.format, output, ctx)
     print_diagnostics(session.sink, verbose=verbose)

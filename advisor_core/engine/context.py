@@ -39,6 +39,8 @@ class AnalysisInputs:
     def __post_init__(self) -> None:
         self._config: TrainingConfig | None = None
         self._parsed: dict[tuple[str, str], "IRFile | None"] = {}
+        # (rule code, rank id) → what the rule's rank_evidence returned for that rank
+        self.rank_evidence: dict[tuple[str, int], Any] = {}
 
     @property
     def config(self) -> TrainingConfig | None:
@@ -96,11 +98,24 @@ class AnalysisInputs:
 class RuleContext:
     """One rule's view of an analysis (see module docstring)."""
 
-    def __init__(self, inputs: AnalysisInputs, options: RuleOptions, code: str) -> None:
+    def __init__(self, inputs: AnalysisInputs, options: RuleOptions, code: str, rule: Any = None) -> None:
         self._inputs = inputs
         self.options = options
         self.code = code
         self.skip_reasons: list[str] = []
+        self._rule = rule
+
+    def rank_evidence(self, rank: Any) -> Any:
+        """What this rule's ``rank_evidence`` returned for ``rank`` (computed now if the engine has not).
+
+        ``None`` when the rule has no ``rank_evidence`` or it failed on that rank (the
+        failure is reported by the engine).
+        """
+        key = (self.code, rank.rank_id)
+        store = self._inputs.rank_evidence
+        if key not in store:
+            store[key] = self._rule.rank_evidence(rank) if self._rule is not None else None
+        return store[key]
 
     # -- evidence -----------------------------------------------------------------
     @property

@@ -83,6 +83,9 @@ class PluginHost:
         self.hook_errors: list[HookError] = []
         self._rules: dict[str, RegisteredRule] | None = None
         self._by_plugin = {r.name: r for r in records}
+        # How the host was built (load_plugins' options), so a worker process can build the same; None when
+        # the entry points were supplied by hand and cannot be rebuilt elsewhere.
+        self.spec: Any = None
 
     def record_of(self, plugin_name: str) -> PluginRecord:
         rec = self._by_plugin.get(plugin_name)
@@ -226,7 +229,12 @@ def load_plugins(
                            detail="registered directly (package metadata not installed)")
         records.append(rec)
         _register(pm, rec, lambda: importlib.import_module("advisor_rules"), "builtin-rules")
-    return PluginHost(pm, records)
+    host = PluginHost(pm, records)
+    if entry_points is None:
+        from advisor_core.engine.rankwork import PluginSpec
+
+        host.spec = PluginSpec(autoload, tuple(sorted(load_set)), tuple(sorted(block_set)))
+    return host
 
 
 def _register(pm: pluggy.PluginManager, rec: PluginRecord, loader: Callable[[], Any], name: str) -> None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Iterable, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -38,6 +38,7 @@ from advisor_core.engine.findings import Finding, Severity
 
 if TYPE_CHECKING:  # pragma: no cover
     from advisor_core.engine.context import RuleContext
+    from advisor_core.model.run import Rank
 
 CODE_PATTERN = re.compile(r"^[A-Z]{1,3}[0-9]{3}$")
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
@@ -118,6 +119,18 @@ class Rule:
 
     def check(self, ctx: "RuleContext") -> Iterable[Finding]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def rank_evidence(self, rank: "Rank") -> Any:
+        """Optional: evidence from one profiled rank that needs its kernel order.
+
+        Called once per rank, where the rank's files are read (a worker process on a
+        large run), with the rank's op view built and its timeline
+        (``rank.op_view().timeline``) at hand — the only place kernel order is available.
+        Return something small and picklable (no kernel rows); ``check`` reads it with
+        ``ctx.rank_evidence(rank)``. Use only the rank and ``self.options`` here: the IR
+        and the config are the client's. The default does nothing.
+        """
+        return None
 
     @classmethod
     def help_text(cls) -> str:

@@ -64,6 +64,8 @@ class AnalysisResult:
     runs: list[RuleRun]
     inputs: dict[str, Any] = field(default_factory=dict)
     step_time_us: float | None = None
+    # seconds of the per-rank units: "load" (op views), "derive" (step breakdowns), summed over ranks
+    unit_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def has_input_errors(self) -> bool:
@@ -118,8 +120,15 @@ def run_rules(
     ignore: Iterable[str] | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
     render_diffs: bool = True,
+    workers: int | None = 1,
+    progress: Any = None,
 ) -> AnalysisResult:
-    """Run the selected rules over ``inputs`` (see module docstring). Raises :class:`SelectionError`."""
+    """Run the selected rules over ``inputs`` (see module docstring). Raises :class:`SelectionError`.
+
+    ``workers`` processes run the per-rank units (:mod:`advisor_core.engine.rankwork`;
+    ``None``: every core when the run is large enough); ``progress`` (optional) is
+    told ``(phase, done, total)`` as ranks and rules complete.
+    """
     rules = host.rules()
     codes = select_rules(rules, select, ignore)
     opts = {k.upper(): v for k, v in (options or {}).items()}
@@ -136,17 +145,34 @@ def run_rules(
     skipped: list[Skipped] = []
     errors: list[EngineError] = []
     runs: list[RuleRun] = []
+    instances: dict[str, Rule] = {}
     for code in codes:
         reg = rules[code]
+        try:
+            instances[code] = reg.cls(prepared[code])
+        except Exception as exc:  # noqa: BLE001 - a rule must not take the run down
+            errors.append(EngineError("rule", f"rule {code} ({reg.cls.name}) raised {type(exc).__name__}: {exc}",
+                                      plugin=reg.plugin.name, version=reg.plugin.version, code=code,
+                                      traceback=traceback.format_exc()))
+    available = {code: any(inputs.available(n) for n in rules[code].cls.requires.any_of) for code in instances}
+    unit_seconds = _rank_units(inputs, host, rules, {c: i for c, i in instances.items() if available[c]}, opts,
+                               workers, progress, errors)
+    for i, code in enumerate(codes):
+        reg = rules[code]
         cls = reg.cls
-        if not any(inputs.available(n) for n in cls.requires.any_of):
+        if code not in instances:
+            runs.append(RuleRun(code, "error"))
+            continue
+        if not available[code]:
             skipped.append(Skipped(code, cls.name, reg.plugin.name, f"needs {cls.requires.describe()}; none was found"))
             runs.append(RuleRun(code, "skipped"))
             continue
-        ctx = RuleContext(inputs, prepared[code], code)
+        ctx = RuleContext(inputs, prepared[code], code, instances[code])
         t0 = time.perf_counter()
+        if progress:
+            progress("rules", i, len(codes))
         try:
-            produced = [f for f in cls(prepared[code]).check(ctx) if f is not None]
+            produced = [f for f in instances[code].check(ctx) if f is not None]
         except Exception as exc:  # noqa: BLE001 - a rule must not take the run down
             errors.append(
                 EngineError(
@@ -158,7 +184,7 @@ def run_rules(
                     traceback=traceback.format_exc(),
                 )
             )
-            runs.append(RuleRun(code, "error", time.perf_counter() - t0))
+            runs.append(RuleRun(code, "error", time.perf_counter() - t0 + unit_seconds.get(code, 0.0)))
             continue
         bad = [f for f in produced if not isinstance(f, Finding)]
         if bad:
@@ -166,7 +192,7 @@ def run_rules(
                                       plugin=reg.plugin.name, version=reg.plugin.version, code=code))
             produced = [f for f in produced if isinstance(f, Finding)]
         produced = [f if f.code == code and f.plugin else f.model_copy(update={"code": code, "plugin": reg.plugin.name}) for f in produced]
-        runs.append(RuleRun(code, "ran", time.perf_counter() - t0, len(produced)))
+        runs.append(RuleRun(code, "ran", time.perf_counter() - t0 + unit_seconds.get(code, 0.0), len(produced)))
         if not produced:
             reason = "; ".join(ctx.skip_reasons) if ctx.skip_reasons else "evidence present; nothing found"
             skipped.append(Skipped(code, cls.name, reg.plugin.name, reason))
@@ -180,6 +206,8 @@ def run_rules(
             errors.append(EngineError("plugin", f"failed to load plugin {rec.label()}: {rec.error}",
                                       plugin=rec.name, version=rec.version))
 
+    if progress:
+        progress("rules", len(codes), len(codes))
     if render_diffs and inputs.config_doc is not None:
         findings = [_with_diffs(f, inputs) for f in findings]
     return AnalysisResult(
@@ -189,7 +217,47 @@ def run_rules(
         diagnostics=list(inputs.sink),
         rules=rules,
         runs=runs,
+        unit_seconds={k: v for k, v in unit_seconds.items() if k in ("load", "derive")},
     )
+
+
+def _needs_units(rule: Rule) -> bool:
+    """Does the rule read kernels (through the op view) or have per-rank evidence?"""
+    if type(rule).rank_evidence is not Rule.rank_evidence:
+        return True
+    return any(n.kind == "table" and n.name == "kernels" for n in rule.requires.any_of)
+
+
+def _rank_units(inputs: AnalysisInputs, host: PluginHost, registered: Mapping[str, RegisteredRule],
+                instances: Mapping[str, Rule], raw_options: Mapping[str, Mapping[str, Any]], workers: int | None,
+                progress: Any, errors: list[EngineError]) -> dict[str, float]:
+    """Run the per-rank units (op views, shared derived values, rules' rank evidence) and adopt them.
+
+    Returns the seconds spent in each rule's ``rank_evidence`` (summed over ranks), plus
+    ``load`` and ``derive`` for the op views and the step breakdowns.
+    """
+    from advisor_core.engine.rankwork import adopt_digests, run_rank_units
+
+    run = inputs.run
+    if run is None or not run.ranks or not any(_needs_units(r) for r in instances.values()):
+        return {}
+    units = [(code, inst, raw_options.get(code) or {}) for code, inst in instances.items()]
+    digests = run_rank_units(list(run), units, workers=workers, plugins=host.spec,
+                             progress=(lambda done, total: progress("ranks", done, total)) if progress else None)
+    adopt_digests(run.ranks, digests, inputs.sink)
+    seconds: dict[str, float] = {}
+    for d in digests:
+        for code in instances:
+            if code in d.evidence:
+                inputs.rank_evidence[(code, d.rank_id)] = d.evidence[code]
+        for f in d.failures:
+            inputs.rank_evidence[(f.code, d.rank_id)] = None
+            reg = registered[f.code]
+            errors.append(EngineError("rule", f.message, plugin=reg.plugin.name, version=reg.plugin.version,
+                                      code=f.code, traceback=f.traceback))
+        for key, sec in d.seconds.items():
+            seconds[key] = seconds.get(key, 0.0) + sec
+    return seconds
 
 
 def _with_diffs(finding: Finding, inputs: AnalysisInputs) -> Finding:

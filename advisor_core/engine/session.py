@@ -36,6 +36,7 @@ class SessionOptions:
     load_plugins: Sequence[str] = ()
     block_plugins: Sequence[str] = ()
     settings: Settings = field(default_factory=Settings)
+    jobs: int | None = None  # worker processes for the per-rank work; None: every core when it pays
 
 
 class Session:
@@ -71,20 +72,7 @@ class Session:
 
     # -- evidence ---------------------------------------------------------------------
     def _loaders(self) -> dict[str, Any]:
-        from advisor_core.loaders.registry import TableLoader
-
-        out: dict[str, TableLoader] = {}
-        for rec, ld in self.host.loaders():
-            if not isinstance(ld, TableLoader):
-                self.host._fail(rec, "advisor_register_loaders", f"{ld!r} is not a TableLoader")
-                continue
-            if ld.name in out:
-                if rec.builtin:
-                    continue
-                self.host._fail(rec, "advisor_register_loaders", f"table {ld.name!r} is already provided")
-                continue
-            out[ld.name] = ld
-        return out
+        return table_loaders(self.host)
 
     def _load(self) -> None:
         if self._loaded:
@@ -150,13 +138,15 @@ class Session:
         select: Iterable[str] | None = None,
         ignore: Iterable[str] | None = None,
         options: Mapping[str, Mapping[str, Any]] | None = None,
+        progress: Any = None,
     ) -> AnalysisResult:
         s = self.options.settings
         sel = list(select) if select is not None else s.effective_select()
         ign = list(ignore) if ignore is not None else s.ignore
         opts = dict(s.rule_options)
         opts.update({k.upper(): dict(v) for k, v in (options or {}).items()})
-        result = run_rules(self.inputs(), self.host, select=sel, ignore=ign, options=opts)
+        result = run_rules(self.inputs(), self.host, select=sel, ignore=ign, options=opts,
+                           workers=self.options.jobs, progress=progress)
         result.inputs = self.describe_inputs()
         return result
 
@@ -182,6 +172,24 @@ class Session:
                 }
             )
         return pd.DataFrame(rows)
+
+
+def table_loaders(host: PluginHost) -> dict[str, Any]:
+    """Table name → loader: the built-in catalogue plus what plugins register (first registration wins)."""
+    from advisor_core.loaders.registry import TableLoader
+
+    out: dict[str, TableLoader] = {}
+    for rec, ld in host.loaders():
+        if not isinstance(ld, TableLoader):
+            host._fail(rec, "advisor_register_loaders", f"{ld!r} is not a TableLoader")
+            continue
+        if ld.name in out:
+            if rec.builtin:
+                continue
+            host._fail(rec, "advisor_register_loaders", f"table {ld.name!r} is already provided")
+            continue
+        out[ld.name] = ld
+    return out
 
 
 def dumps_root(dumps: Any) -> str:

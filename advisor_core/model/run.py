@@ -19,8 +19,9 @@ the loader specs); the main ones:
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import pandas as pd
 import pyarrow as pa
@@ -170,6 +171,15 @@ class Rank:
 
             self._op_view = build_op_view(self) or False
         return self._op_view if self._op_view is not False else None
+
+    @contextmanager
+    def diagnostics_to(self, sink: DiagnosticSink) -> Iterator[None]:
+        """Send the diagnostics of reads made inside the block to ``sink`` (a per-rank unit's own)."""
+        saved, self._sink = self._sink, sink
+        try:
+            yield
+        finally:
+            self._sink = saved
 
     def cached(self, key: str, compute: Callable[[], Any]) -> Any:
         """A value derived from this rank's tables (a step breakdown …), computed once.

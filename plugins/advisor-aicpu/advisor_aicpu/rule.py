@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Iterable
 
 from pydantic import Field
@@ -77,27 +76,25 @@ class AicpuShare(Rule):
         worst: tuple[float, int, dict] | None = None
         affected: list[int] = []
         for rank in ctx.run:
-            cols = rank.columns("kernels") or []
-            if "accelerator_core" not in cols:
+            view = rank.op_view()  # the rank's kernels as distinct ops (advisor_core.opview)
+            if view is None or not view.has_columns("accelerator_core"):
                 continue
-            want = [c for c in ("name", "type", "accelerator_core", "duration_us", "input_dtypes", "step_id") if c in cols]
-            k = rank.table("kernels", want)
-            cpu = k[k["accelerator_core"] == "AI_CPU"]
-            if cpu.empty or cpu["duration_us"].max() < opts.min_op_us:
+            cpu = view.ops[view.ops["accelerator_core"] == "AI_CPU"]
+            if cpu.empty or cpu["max_us"].max() < opts.min_op_us:
                 continue
-            steps = max(int(k["step_id"].dropna().nunique()), 1) if "step_id" in k else 1
-            step_us = ctx.step_time_us(rank) or float(k["duration_us"].sum()) / steps
-            per_step = float(cpu["duration_us"].sum()) / steps
+            steps = view.steps
+            step_us = ctx.step_time_us(rank) or float(view.ops["total_us"].sum()) / steps
+            per_step = float(cpu["total_us"].sum()) / steps
             share = 100.0 * per_step / step_us if step_us else 0.0
-            by_type: dict[str, dict] = defaultdict(lambda: {"count": 0, "total_us": 0.0, "max_us": 0.0, "dtypes": set(), "names": set()})
-            for rec in cpu.to_dict("records"):
-                t = by_type[str(rec.get("type") or rec.get("name"))]
-                t["count"] += 1
-                t["total_us"] += float(rec["duration_us"])
-                t["max_us"] = max(t["max_us"], float(rec["duration_us"]))
-                if rec.get("input_dtypes"):
-                    t["dtypes"].add(str(rec["input_dtypes"]))
-                t["names"].add(str(rec["name"]))
+            by_type: dict[str, dict] = {}
+            for typ, ops in cpu.groupby(cpu["type"].fillna(cpu["name"]), sort=False):  # one row per op type
+                by_type[str(typ)] = {
+                    "count": int(ops["count"].sum()),
+                    "total_us": float(ops["total_us"].sum()),
+                    "max_us": float(ops["max_us"].max()),
+                    "dtypes": {str(x) for x in ops["input_dtypes"] if x},
+                    "names": set(ops["name"].astype(str)),
+                }
             detail = {"share": share, "per_step": per_step, "step_us": step_us, "steps": steps, "by_type": by_type}
             if share >= opts.min_share_pct:
                 affected.append(rank.rank_id)

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor_rules._common.kernels import (
-    COMM_CORE_NAMES,
     kernel_fixed_cost_us,
     kernel_launches_by_scope,
     kernel_time_by_scope,
@@ -58,23 +57,15 @@ def stage_busy_and_micro(rank: Any) -> tuple[float | None, int | None]:
     decoder-layer kernel once (cell reuse), so the most frequent per-step launch count of
     a layer kernel name is the micro-batch count (recomputed copies have their own scope).
     """
-    if not rank.has_table("kernels"):
+    view = rank.op_view() if rank.has_table("kernels") else None
+    if view is None or view.ops.empty:
         return None, None
-    cols = rank.columns("kernels") or []
-    want = [c for c in ("name", "duration_us", "step_id", "accelerator_core") if c in cols]
-    k = rank.table("kernels", want)
-    if k is None or k.empty:
-        return None, None
-    steps = int(k["step_id"].dropna().nunique()) if "step_id" in k else 0
-    steps = max(steps, 1)
-    comp = ~k["accelerator_core"].astype(str).isin(COMM_CORE_NAMES) if "accelerator_core" in k else None
-    busy = float(k.loc[comp, "duration_us"].sum() if comp is not None else k["duration_us"].sum()) / steps
-    names = k["name"].astype(str)
-    layered = names[names.str.contains(_LAYER_IN_NAME)]
+    busy = view.busy_us_per_step()
+    per_name = view.launches_per_step_by_name()
+    layered = per_name[[bool(_LAYER_IN_NAME.search(str(nm))) for nm in per_name.index]]
     micro = None
     if not layered.empty:
-        counts = layered.value_counts() / steps
-        micro = max(int(round(float(counts.mode().iloc[0]))), 1)
+        micro = max(int(round(float(layered.mode().iloc[0]))), 1)
     return busy, micro
 
 

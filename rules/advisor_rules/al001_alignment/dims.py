@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
-
 from advisor_rules.al001_alignment.shapes import MATMUL_OPS, align_of, matmul_mkn, matmuls
 
 
@@ -31,17 +29,17 @@ def dim_key(d: Dim) -> str:
     return d.config_key or f"dim {d.value}"
 
 
-def dims_from_kernels(k: pd.DataFrame, rank: Any, dims: dict[tuple[int, str], Dim]) -> None:
-    """Add the K, N and M dims of the rank's MatMul kernels to ``dims`` (time and count per step for unaligned ones)."""
-    for r, _b, m, kk, n, align in matmuls(k):
+def dims_from_kernels(view: Any, rank: Any, dims: dict[tuple[int, str], Dim]) -> None:
+    """Add the K, N and M dims of the rank's MatMul ops to ``dims`` (time and launches per step for unaligned ones)."""
+    for r, _b, m, kk, n, align in matmuls(view.ops):
         for value, role in ((kk, "K"), (n, "N"), (m, "M")):
             d = dims.setdefault((value, role), Dim(value, role, align))
             d.ops.add(str(r.type))
             if value % align:
-                if sum(1 for rk, _ in d.kernels if rk is rank) < 2:
+                if sum(1 for rk, _ in d.kernels if rk is rank) < 2 and (rank, str(r.name)) not in d.kernels:
                     d.kernels.append((rank, str(r.name)))
-                d.time_us += float(r.per_step)
-                d.count += 1.0 / k.attrs["steps"]
+                d.time_us += float(r.per_step_us)
+                d.count += r.count / view.steps
 
 
 def dims_from_ir(ir: Any, dims: dict[tuple[int, str], Dim]) -> None:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
-import pandas as pd
 from pydantic import Field
 
 from advisor_core.engine import Finding, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
@@ -20,7 +19,6 @@ from advisor_rules.al001_alignment.dims import (
 from advisor_rules.al001_alignment.finding import finding
 from advisor_rules.al001_alignment.fix import new_value
 from advisor_rules.al001_alignment.saving import param_transdata_scopes, stage_saving
-from advisor_rules.al001_alignment.shapes import kernel_table
 
 
 class Alignment16(Rule):
@@ -114,11 +112,11 @@ class Alignment16(Rule):
             reps = [(s, r) for s, r in stage_representatives(ctx.run, pp, cfg.device_count if cfg is not None else None)
                     if {"type", "input_shapes", "output_shapes"} <= set(r.columns("kernels") or [])]
         source = "config"
-        tables: dict[int, pd.DataFrame] = {}
+        views: dict[int, Any] = {}
         if reps:
             for s, r in reps:
-                tables[s] = kernel_table(r)
-                dims_from_kernels(tables[s], r, dims)
+                views[s] = r.op_view()
+                dims_from_kernels(views[s], r, dims)
             source = "kernel_details.csv"
         elif ctx.ir_graph("parallel") is not None or ctx.ir_graph("frontend") is not None:
             irs = ctx.ir_ranks()
@@ -151,7 +149,7 @@ class Alignment16(Rule):
             full = group[0].value * group[0].divisor
             if full % 16 and full not in value_map:
                 value_map[full] = (key, fix.dim)  # the unsliced dim (e.g. a data-parallel embedding)
-        stages = [stage_saving(s, r, tables[s], value_map, param_transdata_scopes(ctx, r.rank_id),
+        stages = [stage_saving(s, r, views[s], value_map, param_transdata_scopes(ctx, r.rank_id),
                                self.options.unaligned_penalty) for s, r in reps]
         findings = [finding(self, ctx, key, group, new_values[key], stages, value_map, source) for key, group in by_key.items()]
         yield from sorted(findings, key=lambda f: -(f.saving_us or 0.0))

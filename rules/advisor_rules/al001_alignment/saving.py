@@ -8,8 +8,8 @@ from typing import Any, Iterable
 import pandas as pd
 
 from advisor_core.engine import RuleContext
-from advisor_rules._common import kernel_cell, kernel_scope, stage_busy_and_micro
-from advisor_rules.al001_alignment.shapes import COMM_CORES, MATMUL_OPS, TRANSDATA_OPS, matmuls, pad_to, parse_shapes
+from advisor_rules._common import stage_busy_and_micro
+from advisor_rules.al001_alignment.shapes import MATMUL_OPS, TRANSDATA_OPS, matmuls, operand_shapes, pad_to
 
 
 @dataclass
@@ -27,12 +27,16 @@ class Stage:
     penalty: float | None = None  # measured aligned/unaligned throughput ratio
 
 
-def stage_saving(stage: int, rank: Any, k: pd.DataFrame, value_map: dict[int, tuple[str, int]],
+def stage_saving(stage: int, rank: Any, view: Any, value_map: dict[int, tuple[str, int]],
                  ir_scopes: set[str] | None, unaligned_penalty: float) -> Stage:
-    """What fixing each key saves per step on one stage (see the rule's Time at stake)."""
+    """What fixing each key saves per step on one stage (see the rule's Time at stake).
+
+    Works on the rank's op view: every launch of an op has its shapes, so each op counts
+    ``count`` times its padded FLOPs and its time is the sum over its launches.
+    """
     st = Stage(stage, rank)
-    comp = ~k["accelerator_core"].isin(list(COMM_CORES)) if "accelerator_core" in k else pd.Series(True, index=k.index)
-    mms = matmuls(k)
+    ops = view.ops
+    mms = matmuls(ops)
     busy, micro = stage_busy_and_micro(rank)
     st.busy_us, st.micro = busy or 0.0, micro or 1
 
@@ -43,24 +47,25 @@ def stage_saving(stage: int, rank: Any, k: pd.DataFrame, value_map: dict[int, tu
         f = (lambda v: value_map[v][1] if new and v in value_map else v)
         return 2.0 * b * pad_to(f(m), a) * pad_to(f(kk), a) * pad_to(f(n), a)
 
-    aligned = [(pflops(b, m, kk, n, a), float(r.duration_us)) for r, b, m, kk, n, a in mms if not ukeys((kk, n), a)]
+    aligned = [(pflops(b, m, kk, n, a) * r.count, float(r.total_us)) for r, b, m, kk, n, a in mms
+               if not ukeys((kk, n), a)]
     ref_us = sum(t for _, t in aligned)
     rate = sum(f for f, _ in aligned) / ref_us if ref_us > 0 else None  # padded FLOP per µs, aligned MatMuls
     cell_keys: dict[str, set[str]] = {}
     unaligned_flops, unaligned_us = 0.0, 0.0
     for r, b, m, kk, n, a in mms:
-        cell, bwd = kernel_cell(str(r.name))[:2]
+        cell, bwd = r.cell, bool(r.backward)
         u = ukeys((kk, n), a)
         if not bwd:
             cell_keys.setdefault(cell, set()).update(u)
         if not u:
             continue
-        unaligned_flops += pflops(b, m, kk, n, a)
-        unaligned_us += float(r.duration_us)
-        t = float(r.per_step)
+        unaligned_flops += pflops(b, m, kk, n, a) * r.count
+        unaligned_us += float(r.total_us)
+        t = float(r.per_step_us)
         if len(u) == 1:
             (x,) = u
-            after = (pflops(b, m, kk, n, a, new=True) / rate / k.attrs["steps"] if rate
+            after = (pflops(b, m, kk, n, a, new=True) * r.count / rate / view.steps if rate
                      else t / unaligned_penalty * pflops(b, m, kk, n, a, new=True) / pflops(b, m, kk, n, a))
             st.penalty_us[x] = st.penalty_us.get(x, 0.0) + t - after
         else:
@@ -69,59 +74,51 @@ def stage_saving(stage: int, rank: Any, k: pd.DataFrame, value_map: dict[int, tu
                 st.penalty_us[x] = st.penalty_us.get(x, 0.0) + t * (1 - pflops(b, m, kk, n, a, new=True) / pflops(b, m, kk, n, a))
     if rate and unaligned_us > 0:
         st.penalty = rate / (unaligned_flops / unaligned_us)
-    weight_td = weight_transdata(k, mms, ir_scopes)
-    for r in k[k["type"].isin(TRANSDATA_OPS)].itertuples():
-        cell, _ = kernel_cell(str(r.name))[:2]
-        u = cell_keys.get(cell, set())
+    weight_td = weight_transdata(ops, mms, ir_scopes)
+    for r in ops[ops["type"].isin(TRANSDATA_OPS)].itertuples():
+        u = cell_keys.get(r.cell, set())
         if len(u) == 1 and r.Index not in weight_td:
             (x,) = u
-            st.transdata_us[x] = st.transdata_us.get(x, 0.0) + float(r.per_step)
-    # other kernels move bytes proportional to the dim: they grow (or shrink) with it
-    other = k[comp & ~k["type"].isin(MATMUL_OPS | TRANSDATA_OPS)]
-    if value_map:
-        token = r"(?<!\d)(?:" + "|".join(str(v) for v in value_map) + r")(?!\d)"
-        other = other[other["input_shapes"].astype(str).str.contains(token, regex=True)]
-    else:
-        other = other.iloc[:0]
-    for r in other.itertuples():
-        seen = {v for s in parse_shapes(r.input_shapes) for v in s if v in value_map}
+            st.transdata_us[x] = st.transdata_us.get(x, 0.0) + float(r.per_step_us)
+    # other ops move bytes proportional to the dim: they grow (or shrink) with it
+    other = ops[~ops["is_comm"] & ~ops["type"].isin(MATMUL_OPS | TRANSDATA_OPS)]
+    for r in other.itertuples() if value_map else ():
+        seen = {v for sh in r.in_shapes for v in sh if v in value_map}
         for v in seen:
             x, nv = value_map[v]
-            st.saving[x] = st.saving.get(x, 0.0) - float(r.per_step) * (nv / v - 1.0)
+            st.saving[x] = st.saving.get(x, 0.0) - float(r.per_step_us) * (nv / v - 1.0)
     for x in set(st.penalty_us) | set(st.transdata_us):
         st.saving[x] = st.saving.get(x, 0.0) + st.penalty_us.get(x, 0.0) + st.transdata_us.get(x, 0.0)
     return st
 
 
-def weight_transdata(k: pd.DataFrame, mms: list[Any], ir_scopes: set[str] | None) -> set[Any]:
-    """Rows of TransData kernels that convert a weight's format (not an alignment cost).
+def weight_transdata(ops: pd.DataFrame, mms: list[Any], ir_scopes: set[str] | None) -> set[int]:
+    """Op ids of TransData ops that convert a weight's format (not an alignment cost).
 
     With the rank's ``graph_build`` dump: TransData nodes reading a parameter (through its
     ``Load``). Without: a TransData shaped like its cell's weight, outside the gradient
     scope, and not also shaped like the activation it would convert.
     """
-    td = k[k["type"].isin(TRANSDATA_OPS)]
+    td = ops[ops["type"].isin(TRANSDATA_OPS)]
     if td.empty:
         return set()
     if ir_scopes is not None:
-        return {r.Index for r in td.itertuples() if kernel_scope(str(r.name)) in ir_scopes}
+        return {int(r.Index) for r in td.itertuples() if r.scope in ir_scopes}
     weights: dict[str, tuple[set[tuple[int, ...]], set[tuple[int, ...]]]] = {}
     for r, *_ in mms:
-        cell, bwd = kernel_cell(str(r.name))[:2]
-        shapes = parse_shapes(r.input_shapes)
-        if not bwd and len(shapes) >= 2:
-            w, a = weights.setdefault(cell, (set(), set()))
+        shapes = operand_shapes(r.in_shapes)
+        if not r.backward and len(shapes) >= 2:
+            w, a = weights.setdefault(r.cell, (set(), set()))
             w.add(tuple(shapes[1]))
             a.add(tuple(shapes[0]))
     out = set()
     for r in td.itertuples():
-        cell, bwd = kernel_cell(str(r.name))[:2]
-        shapes = parse_shapes(r.input_shapes)
-        if bwd or not shapes or cell not in weights:
+        shapes = operand_shapes(r.in_shapes)
+        if r.backward or not shapes or r.cell not in weights:
             continue
-        w, a = weights[cell]
+        w, a = weights[r.cell]
         if tuple(shapes[0]) in w and tuple(shapes[0]) not in a:
-            out.add(r.Index)
+            out.add(int(r.Index))
     return out
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
+from typing import Any
+
 import numpy as np
-import pandas as pd
 
 from advisor_core.engine import RuleContext
 from advisor_rules._common import kernel_cell, kernel_scope
@@ -16,7 +17,7 @@ _REDIS_OP = re.compile(r"/(AllGather|AllToAll|AlltoAll|AlltoAllV|ReduceScatter|S
 _LAYER_INDEX = re.compile(r"/\d+-(\w+)(?=/|$)")
 
 
-def chain_cost(k: pd.DataFrame, ch: Chain, others: set[str]) -> tuple[float, int]:
+def chain_cost(view: Any, ch: Chain, others: set[str]) -> tuple[float, int]:
     """Per-step µs of a chain on one rank, and the kernels counted per step (see Time at stake).
 
     In the consumer's cell (forward and backward): the redistribution kernels (their IR
@@ -24,9 +25,13 @@ def chain_cost(k: pd.DataFrame, ch: Chain, others: set[str]) -> tuple[float, int
     run on the whole gathered tensor — input shaped like the chain's Concat output (the
     consumer, its gradient, conversions around it) — of which 1 − 1/g goes with the fix.
     Without shapes, the consumer's own kernels and its ``Grad_<op>`` kernels stand for those.
+    Reads the rank's op view (each op: every launch of one kernel).
     """
+    if view is None:
+        return 0.0, 0
+    ops = view.ops
     leaves = {c.rpartition("/")[2] + "/" for c in ch.cells}
-    near = k[k["name"].astype(str).str.contains("|".join(re.escape(x) for x in leaves), regex=True)] if leaves else k.iloc[:0]
+    near = ops[ops["name"].astype(str).str.contains("|".join(re.escape(x) for x in leaves), regex=True)] if leaves else ops.iloc[:0]
     cells = {_any_layer(c) for c in ch.cells}
     consumers = {_any_layer(c) for c in ch.consumer_scopes}
     others = {_any_layer(o) for o in others}
@@ -39,23 +44,23 @@ def chain_cost(k: pd.DataFrame, ch: Chain, others: set[str]) -> tuple[float, int
             rows.append((r, scope, bwd, grad, _REDIS_OP.search(scope.removeprefix("Gradients/")) is not None
                          and scope not in others))
     full = {str(r.output_shapes) for r, scope, _, _, redis in rows
-            if redis and "/Concat" in scope and getattr(r, "output_shapes", None) is not None}
+            if redis and "/Concat" in scope and r.output_shapes is not None}
     cons_ops = {s.rpartition("/")[2].split("-op")[0].lower() for s in ch.consumer_scopes}
     total, count = 0.0, 0
     for r, scope, bwd, grad, redis in rows:
         if redis:
-            total += float(r.per_step)
-            count += 1
+            total += float(r.per_step_us)
+            count += int(r.count)
             continue
         if ch.gather <= 1:
             continue
-        first_in = str(getattr(r, "input_shapes", "")).split(";")[0].strip('"')
+        first_in = str(r.input_shapes).split(";")[0].strip('"')
         whole = (any(first_in == f.strip('"') for f in full) if full
                  else scope in consumers or (bwd and re.sub(r"[^a-z]", "", grad.lower()) in {"grad" + o for o in cons_ops}))
         if whole:
-            total += float(r.per_step) * (1.0 - 1.0 / ch.gather)  # runs on the whole gathered axis
-            count += 1
-    return total, round(count / max(k.attrs["steps"], 1))
+            total += float(r.per_step_us) * (1.0 - 1.0 / ch.gather)  # runs on the whole gathered axis
+            count += int(r.count)
+    return total, round(count / max(view.steps, 1))
 
 
 def bytes_estimate(ctx: RuleContext, ch: Chain, hccs_gbps: float) -> float:

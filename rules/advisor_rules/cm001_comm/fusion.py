@@ -5,20 +5,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from advisor_core.engine import Evidence, Finding, Location, RuleContext, Safety
 from advisor_rules._common import data_bound_effect, severity_for_share
 from advisor_rules.cm001_comm.buckets import best_split
 from advisor_rules.cm001_comm.stages import step_gain
-from advisor_rules.cm001_comm.tail import readiness, stage_params, tail_of
+from advisor_rules.cm001_comm.tail import readiness, stage_params
 
 if TYPE_CHECKING:  # pragma: no cover
     from advisor_rules.cm001_comm.rule import UnexpectedCommunication
 
 
-def gradient_tail_finding(rule: UnexpectedCommunication, ctx: RuleContext, reps: list[tuple[int, Any]],
-                          tables: dict[int, pd.DataFrame]) -> Finding | None:
+def gradient_tail_finding(rule: UnexpectedCommunication, ctx: RuleContext,
+                          reps: list[tuple[int, Any]]) -> Finding | None:
     """The exposed gradient AllReduce of the stages, with split points and their patch; ``None`` when quiet."""
     cfg = ctx.config
     if not reps:
@@ -29,7 +28,8 @@ def gradient_tail_finding(rule: UnexpectedCommunication, ctx: RuleContext, reps:
             return None  # already split; LC006 checks its order and range
     stages = []
     for s, r in reps:
-        tail = tail_of(r, tables[s])
+        found = ctx.rank_evidence(r)
+        tail = dict(found) if found is not None else None
         if tail is not None:
             tail["params"] = stage_params(ctx, r, s)
             tail["ready"] = readiness(tail, tail["params"]) if tail["params"] else None

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def redistribution_findings(rule: UnexpectedCommunication, ctx: RuleContext,
-                            reps: list[tuple[int, Any]], tables: dict[int, pd.DataFrame]) -> Iterable[Finding]:
+                            reps: list[tuple[int, Any]], views: dict[int, Any]) -> Iterable[Finding]:
     """One finding per chain costing at least ``min_share_pct`` of the step (see the rule's Time at stake)."""
     by_rank = {rd.rank: rd for rd in ctx.ir_ranks()}
     stage_irs: list[tuple[int | None, Any]] = []
@@ -66,7 +66,7 @@ def redistribution_findings(rule: UnexpectedCommunication, ctx: RuleContext,
             # the stage's own graph, else another stage's: the same model code inserts the same chain
             own = next(((c[key], o) for st, _, c, o in parsed if st == s and key in c), None)
             sc, others = own or next(((c[key], o) for _, _, c, o in parsed if key in c))
-            cost, n = chain_cost(tables[s], sc, others)
+            cost, n = chain_cost(views[s], sc, others)
             counted += n
             costs[s] = cost
         fallback = max(bytes_estimate(ctx, c[key], rule.options.hccs_gbps) for _, _, c, _ in parsed if key in c)

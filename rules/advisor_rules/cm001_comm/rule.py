@@ -9,8 +9,8 @@ from pydantic import Field
 from advisor_core.engine import Finding, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
 from advisor_rules._common import stage_representatives
 from advisor_rules.cm001_comm.fusion import gradient_tail_finding
-from advisor_rules.cm001_comm.kernels import kernel_table
 from advisor_rules.cm001_comm.redistribution import redistribution_findings
+from advisor_rules.cm001_comm.tail import tail_of
 
 
 class UnexpectedCommunication(Rule):
@@ -106,6 +106,10 @@ class UnexpectedCommunication(Rule):
         bucket_latency_us: float = Field(20.0, ge=0,
                                          description="fixed cost assumed per extra gradient bucket (HCCL launch + ring latency), µs")
 
+    def rank_evidence(self, rank: Any) -> dict[str, Any] | None:
+        """The rank's gradient AllReduce tail (per-step figures; needs the op view's timeline)."""
+        return tail_of(rank, rank.op_view()) if rank.has_table("kernels") else None
+
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         cfg = ctx.config
         reps: list[tuple[int, Any]] = []
@@ -113,12 +117,12 @@ class UnexpectedCommunication(Rule):
             reps = [(s, r) for s, r in stage_representatives(ctx.run, cfg.pipeline_stages if cfg is not None else 1,
                                                              cfg.device_count if cfg is not None else None)
                     if {"name", "accelerator_core", "duration_us"} <= set(r.columns("kernels") or [])]
-        tables = {s: kernel_table(r) for s, r in reps}
+        views = {s: r.op_view() for s, r in reps}
         found = False
-        for f in redistribution_findings(self, ctx, reps, tables):
+        for f in redistribution_findings(self, ctx, reps, views):
             found = True
             yield f
-        tail = gradient_tail_finding(self, ctx, reps, tables)
+        tail = gradient_tail_finding(self, ctx, reps)
         if tail is not None:
             found = True
             yield tail

@@ -17,35 +17,35 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 _RECEIVE = r"Receive|hcom_receive"
 
 
-def receive_slack(k: pd.DataFrame, windows: list[tuple[int, int, int, int]],
+def receive_slack(view: Any, windows: list[tuple[int, int, int, int]],
                   waits: dict[str, list[tuple[int, float]]]) -> float | None:
     """Mean wait (µs) of the first Receive per step, steps after the first; ``None`` without Receives.
 
     The first profiled step starts every stage together, so its first Receive waits only for
     the previous stage's first forward, not for its tail: it is used alone only when it is
-    all there is.
+    all there is. Reads the op view's timeline.
     """
-    names = k["name"].astype(str)
-    recv = names.str.contains(_RECEIVE, case=False, regex=True).to_numpy()
+    ops, tl = view.ops, view.timeline
+    recv_op = ops["name"].astype(str).str.contains(_RECEIVE, case=False, regex=True).to_numpy()
+    recv = recv_op[tl.op]
     if not recv.any():
         return None
-    start = k["start_ns"].astype("int64").to_numpy()
-    dur = k["duration_us"].astype(float).to_numpy()
+    start, dur = tl.start_ns, tl.duration_us
     floor = float(dur[recv].min())  # a Receive that did not wait: the transfer alone
     per_step = []
     for w_start, w_end, _, _ in windows:
-        idx = np.flatnonzero(recv & (start >= w_start) & (start < w_end))
+        lo, hi = np.searchsorted(start, [w_start, w_end], side="left")
+        idx = lo + np.flatnonzero(recv[lo:hi])
         if not len(idx):
             continue
-        i = idx[np.argmin(start[idx])]
-        name = names.iloc[i].rpartition("/")[2]
+        i = int(idx[0])  # kernels are in start order: the first is the earliest
+        name = str(ops["name"].iat[int(tl.op[i])]).rpartition("/")[2]
         hit = [w for st, w in waits.get(name, ()) if abs(st - int(start[i])) < 1000]  # JSON starts are µs
-        per_step.append(hit[0] if hit else max(dur[i] - floor, 0.0))
+        per_step.append(hit[0] if hit else max(float(dur[i]) - floor, 0.0))
     if not per_step:
         return None
     return float(np.mean(per_step[1:] if len(per_step) > 1 else per_step))

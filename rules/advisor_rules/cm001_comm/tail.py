@@ -15,7 +15,6 @@ from advisor_rules._common import (
     ir_parameters,
     is_model_weight,
     kernel_scope,
-    layer_of_scope,
     llama_parameters,
 )
 from advisor_rules.cm001_comm.stages import receive_slack
@@ -45,7 +44,7 @@ def _wait_ns(waits: dict[str, list[tuple[int, float]]], kernel_name: str, start:
     return 0
 
 
-def tail_of(rank: Any, k: pd.DataFrame) -> dict[str, Any] | None:
+def tail_of(rank: Any, view: Any) -> dict[str, Any] | None:
     """Gradient AllReduce transfer per step, the part after the last compute kernel, and that kernel's end, per step.
 
     An HCCL kernel lasts from the rank's arrival to the end of the transfer; the time it waits
@@ -58,50 +57,75 @@ def tail_of(rank: Any, k: pd.DataFrame) -> dict[str, Any] | None:
     the slowest member as here, so exposure is the time after this rank's stream end minus the
     wait, and readiness is measured from the stream end (``windows``: step start, end, last
     backward kernel end, stream end).
+
+    Reads the op view's timeline (kernel order), so it runs where the view was built; what it
+    returns is small: per-step figures and, for :func:`readiness`, the last backward end of
+    each (layer, cell path) per step.
     """
-    if "start_ns" not in k:
+    if view is None or view.timeline is None or not len(view.timeline):
         return None
-    k = k[k["start_ns"].notna()]
-    names = k["name"].astype(str)
-    is_comm = k["accelerator_core"].isin(COMM_CORES).to_numpy()
-    gmask = (is_comm & names.str.contains("allReduce|AllReduce", regex=True).to_numpy()
-             & names.str.contains(_GRAD_REDUCER.pattern, case=False, regex=True).to_numpy())
+    ops, tl = view.ops, view.timeline
+    names = ops["name"].astype(str)
+    is_comm_op = ops["is_comm"].to_numpy()
+    grad_ar_op = (is_comm_op & names.str.contains("allReduce|AllReduce", regex=True).to_numpy()
+                  & names.str.contains(_GRAD_REDUCER.pattern, case=False, regex=True).to_numpy())
+    bwd_op = names.str.contains(r"^Gradients/|/[Gg]rad", regex=True).to_numpy() & ~is_comm_op
+    gmask, bwd = grad_ar_op[tl.op], bwd_op[tl.op]
     if not gmask.any():
         return None
-    start = k["start_ns"].astype("int64").to_numpy()
-    end = start + np.round(k["duration_us"].to_numpy() * 1000).astype("int64")
+    start, end = tl.start_ns, tl.end_ns
     windows = step_windows(rank)
     if windows is None:
         windows = pd.DataFrame({"step": [0], "start_ns": [int(start.min())], "end_ns": [int(end.max())]})
-    comp = ~is_comm
-    bwd = names.str.contains(r"^Gradients/|/[Gg]rad", regex=True).to_numpy() & comp
     waits = hccl_waits(rank)
     ar_total, exposed_total, wait_total, steps, bwd_ends = 0.0, 0.0, 0.0, 0, []
-    for w in windows.itertuples():
-        in_w = (start >= w.start_ns) & (start < w.end_ns)
-        if not (in_w & gmask).any() or not (in_w & bwd).any():
+    for w in windows.itertuples():  # per step
+        lo, hi = np.searchsorted(start, [w.start_ns, w.end_ns], side="left")
+        g_in, b_in = gmask[lo:hi], bwd[lo:hi]
+        if not g_in.any() or not b_in.any():
             continue
         steps += 1
-        bwd_end = int(end[in_w & bwd].max())
-        last_ar = int(end[in_w & gmask].max())
+        e_in = end[lo:hi]
+        bwd_end = int(e_in[b_in].max())
+        last_ar = int(e_in[g_in].max())
         # the optimizer starts once the buckets are done; whatever else starts before still runs on the stream
-        others = in_w & ~gmask & (start < last_ar)
-        stream_end = max(bwd_end, int(end[others].max()) if others.any() else bwd_end)
+        others = ~g_in & (start[lo:hi] < last_ar)
+        stream_end = max(bwd_end, int(e_in[others].max()) if others.any() else bwd_end)
         bwd_ends.append((int(w.start_ns), int(w.end_ns), bwd_end, stream_end))
-        for i in np.flatnonzero(in_w & gmask):
+        for i in lo + np.flatnonzero(g_in):  # the step's gradient buckets
             s, e = int(start[i]), int(end[i])
-            arrive = s + _wait_ns(waits, str(names.iloc[i]), s, e)  # the slowest peer's arrival
+            arrive = s + _wait_ns(waits, str(names.iat[int(tl.op[i])]), s, e)  # the slowest peer's arrival
             ar_total += (e - arrive) / 1000.0
             wait_total += (arrive - s) / 1000.0
             # the slowest member idles from its own stream end, ``wait`` later than this rank's
             exposed_total += max(0, e - max(s, stream_end) - (arrive - s)) / 1000.0
     if not steps:
         return None
-    first = names[gmask].iloc[0]
+    first = names.iat[int(tl.op[np.flatnonzero(gmask)[0]])]
     return {"ar_us": float(ar_total / steps), "exposed_us": float(exposed_total / steps),
             "wait_us": float(wait_total / steps), "step_us": mean_step_time_us(rank),
-            "slack_us": receive_slack(k, bwd_ends, waits),
-            "ar_name": kernel_scope(first) or first, "windows": bwd_ends, "k": k, "end": end, "bwd": bwd}
+            "slack_us": receive_slack(view, bwd_ends, waits),
+            "ar_name": kernel_scope(first) or first, "windows": bwd_ends,
+            "bwd_last": _backward_ends(view, bwd, bwd_ends)}
+
+
+def _backward_ends(view: Any, bwd: np.ndarray, windows: list[tuple[int, int, int, int]]) -> dict[int, dict[tuple[str, ...], dict[int, int]]]:
+    """Last end (ns) of the backward kernels of each decoder layer's cell path, per step window."""
+    tl, ops = view.timeline, view.ops
+    idx = np.flatnonzero(bwd)
+    starts = np.array([w[0] for w in windows], dtype="int64")
+    win = np.searchsorted(starts, tl.start_ns[idx], side="right") - 1
+    op = tl.op[idx]
+    layer = ops["layer"].fillna(-1).astype(int).to_numpy()
+    paths = pd.Series([cell_path_in_layer(sc) for sc in ops["scope"].where(ops["scope"].notna(), ops["name"])])
+    path_code, path_names = pd.factorize(paths)
+    df = pd.DataFrame({"layer": layer[op], "path": path_code[op], "win": win, "end": tl.end_ns[idx]})
+    df = df[df["win"] >= 0]
+    last = df.groupby(["layer", "path", "win"])["end"].max()
+    by_layer: dict[int, dict[tuple[str, ...], dict[int, int]]] = {}
+    for (lay, path, w), e in last.items():
+        by_layer.setdefault(int(lay), {}).setdefault(path_names[path], {})[int(w)] = int(e)
+    return by_layer
 
 
 def stage_params(ctx: RuleContext, rank: Any, stage: int) -> list[tuple[str, float]]:
@@ -124,20 +148,7 @@ def readiness(tail: dict[str, Any], params: list[tuple[str, float]]) -> list[flo
     micro batch's. Averaged over the profiled steps; a parameter without kernels of its own
     counts as ready at the end.
     """
-    k, end, bwd, windows = tail["k"], tail["end"], tail["bwd"], tail["windows"]
-    start = k["start_ns"].astype("int64").to_numpy()
-    idx = np.flatnonzero(bwd)
-    starts = np.array([w[0] for w in windows], dtype="int64")
-    win = np.searchsorted(starts, start[idx], side="right") - 1
-    scopes = [kernel_scope(n) or n for n in k["name"].astype(str).to_numpy()[idx]]
-    df = pd.DataFrame({"layer": [layer_of_scope(sc) for sc in scopes], "path": [cell_path_in_layer(sc) for sc in scopes],
-                       "win": win, "end": end[idx]})
-    df = df[(df["win"] >= 0)]
-    df["layer"] = df["layer"].fillna(-1).astype(int)
-    last = df.groupby(["layer", "path", "win"])["end"].max()
-    by_layer: dict[int, dict[tuple[str, ...], dict[int, int]]] = {}
-    for (lay, path, w), e in last.items():
-        by_layer.setdefault(int(lay), {}).setdefault(path, {})[int(w)] = int(e)
+    by_layer, windows = tail["bwd_last"], tail["windows"]
     out = []
     for name, _ in params:
         m = _LAYER_PARAM.match(name)

@@ -11,9 +11,9 @@ def group_cost(g: Group, unit: StageEvidence, hbm_gbps: float) -> None:
     if g.trans:
         names = dict.fromkeys(n.kernel_full_name for n in g.trans if n.kernel_full_name in unit.times)
         measured = [unit.times[nm] for nm in names]
-    elif g.kernel_names and unit.rank is not None:
-        kd = unit.rank.table("kernels", ["name", "duration_us"])
-        sums = kd.loc[kd["name"].isin(g.kernel_names)].groupby("name")["duration_us"].sum()
+    elif g.kernel_names and unit.rank is not None and unit.rank.op_view() is not None:
+        ops = unit.rank.op_view().ops
+        sums = ops.loc[ops["name"].isin(g.kernel_names)].groupby("name")["total_us"].sum()
         measured = [float(v) for v in sums.to_numpy()]
     else:
         measured = []

@@ -1,85 +1,136 @@
-"""Groups from ``kernel_details`` alone: sandwiches in kernel order and weight conversions, from formats and shapes."""
+"""Groups from ``kernel_details`` alone: sandwiches in kernel order and weight conversions, from formats and shapes.
+
+Works on the rank's op view: formats, shapes and cells come from its distinct ops; kernel
+order from its timeline, searched with numpy (no loop over kernel rows). The sandwich
+search needs the timeline, so it runs where the view was built (``rank_evidence``).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from advisor_rules._common import cell_path_in_layer, kernel_scope, layer_of_scope
-from advisor_rules.ct002_transdata.groups import SPECIAL_FORMATS, TRANS_OPS, Group, norm_fmt
+from advisor_rules._common import cell_path_in_layer, layer_of_scope
+from advisor_rules.ct002_transdata.groups import SPECIAL_FORMATS, TRANS_OPS, Group
 
 
-def from_kernels(rank: Any) -> dict[str, Group]:
+def from_kernels(view: Any) -> dict[str, Group]:
     """Sandwiches in kernel order: TransData special→ND, one op X, TransData back (formats from the columns).
 
     Also counted: further TransData just before X into the same format (X's other inputs),
     and TransData of X's backward (``…/<cell>/Grad_<X>/TransData-op*``: MindSpore names a
     backward op after its forward op).
     """
-    cols = rank.columns("kernels") or []
-    if not {"input_formats", "output_formats", "start_ns"} <= set(cols):
+    if view is None or not view.has_columns("input_formats", "output_formats", "start_ns") or view.timeline is None:
         return {}
-    want = ["name", "type", "start_ns", "duration_us", "input_formats", "output_formats", "input_shapes", "output_shapes"]
-    k = rank.table("kernels", [c for c in want if c in cols])
-    k = k[k["start_ns"].notna()].sort_values("start_ns").reset_index(drop=True)
-    is_t = k["type"].isin(TRANS_OPS).to_numpy()
-    fin = k["input_formats"].map(norm_fmt).to_numpy()
-    fout = k["output_formats"].map(norm_fmt).to_numpy()
+    first_pos = _first_positions(view)
+    ops = view.ops[first_pos < np.iinfo(np.int64).max]  # kernels without a start time are not in kernel order
     groups: dict[str, Group] = {}
-    if "input_shapes" in k:
-        param = params_from_kernels(k, is_t, fout)
+    if view.has_columns("input_shapes"):
+        param = params_from_ops(ops, first_pos)
         if param is not None:
             groups["param"] = param
-    unaligned = unaligned_kernel_matmuls(k)
+    for key, g in sandwiches(view, first_pos, unaligned_matmul_cells(ops)).items():
+        groups[key] = g
+    return groups
+
+
+def _first_positions(view: Any) -> np.ndarray:
+    """Per op: its first position in kernel order (ops never launched with a start time sort last)."""
+    seq = view.timeline.op
+    first = np.full(len(view.ops), np.iinfo(np.int64).max, np.int64)
+    uniq, idx = np.unique(seq, return_index=True)
+    first[uniq] = idx
+    return first
+
+
+def sandwiches(view: Any, first_pos: np.ndarray, unaligned: set[str]) -> dict[str, Group]:
+    """TransData special→ND, op X, TransData ND→special, adjacent in kernel order; grouped by X's cell path and type."""
+    ops = view.ops
+    seq = view.timeline.op.astype(np.int64)
+    n = len(seq)
+    if n < 3:
+        return {}
+    is_t_op = ops["type"].isin(TRANS_OPS).to_numpy()
+    fmt_codes, fmt_names = pd.factorize(pd.concat([ops["in_format"], ops["out_format"]], ignore_index=True).fillna(""))
+    fin_op, fout_op = fmt_codes[: len(ops)], fmt_codes[len(ops):]
+    special = np.isin(fmt_names, list(SPECIAL_FORMATS))
+    is_t, fin, fout = is_t_op[seq], fin_op[seq], fout_op[seq]
+    i = np.flatnonzero(is_t[:-2] & ~is_t[1:-1] & is_t[2:])
+    i = i[special[fin[i]] & (fout[i] == fin[i + 2]) & (fout[i + 2] == fin[i])]
+    cell_blocked = ops["forward_cell"].isin(unaligned).to_numpy()  # conversions of an unaligned MatMul's cell: AL001
+    i = i[~cell_blocked[seq[i]] & ~cell_blocked[seq[i + 2]]]
+    if not len(i):
+        return {}
+    # A run of TransData with the same formats ending at each candidate: its start, vectorised.
+    same_as_prev = np.zeros(n, bool)
+    same_as_prev[1:] = is_t[1:] & is_t[:-1] & (fin[1:] == fin[:-1]) & (fout[1:] == fout[:-1])
+    run_start = np.maximum.accumulate(np.where(same_as_prev, 0, np.arange(n)))
+    triples = np.stack([seq[i], seq[i + 1], seq[i + 2]], axis=1)
+    uniq, first_occ, inverse = np.unique(triples, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    last_occ = np.zeros(len(uniq), np.int64)
+    np.maximum.at(last_occ, inverse, np.arange(len(i)))
+    # every op in a candidate's run, per triple (positions marked with a difference array)
+    mark = np.zeros(n + 1, np.int64)
+    np.add.at(mark, run_start[i], 1)
+    np.add.at(mark, i + 1, -1)
+    in_run = np.flatnonzero(np.cumsum(mark)[:n] > 0)
+    owner = inverse[np.searchsorted(i, in_run)]  # the candidate whose run holds the position
+    run_ops = pd.DataFrame({"t": owner, "op": seq[in_run], "pos": in_run}).groupby(["t", "op"], sort=False)["pos"].min()
+
+    groups: dict[str, Group] = {}
     grads: dict[str, Group] = {}
-    for i in range(len(k) - 2):
-        if not is_t[i] or is_t[i + 1] or not is_t[i + 2]:
-            continue
-        if not (fin[i] in SPECIAL_FORMATS and fout[i] == fin[i + 2] and fout[i + 2] == fin[i]):
-            continue
-        if cell_of(k.at[i, "name"]) in unaligned or cell_of(k.at[i + 2, "name"]) in unaligned:
-            continue  # conversions of an unaligned MatMul's cell: AL001
-        x = str(k.at[i + 1, "name"])
-        scope = kernel_scope(x) or x
-        xtype = str(k.at[i + 1, "type"])
+    names = ops["name"].to_numpy()
+    for t in np.argsort(first_occ, kind="stable"):
+        a, x, b = (int(v) for v in uniq[t])
+        scope = ops.at[x, "scope"] or names[x]
+        xtype = str(ops.at[x, "type"])
         key = ".".join(cell_path_in_layer(scope)) or xtype
         g = groups.setdefault(f"sandwich|{key}|{xtype}", Group("sandwich", key, f"{xtype} ({key})"))
-        j = i
-        while j >= 0 and is_t[j] and fin[j] == fin[i] and fout[j] == fout[i]:
-            nm = str(k.at[j, "name"])
-            if nm not in g.kernel_names:
-                g.kernel_names.append(nm)
-            j -= 1
-        if str(k.at[i + 2, "name"]) not in g.kernel_names:
-            g.kernel_names.append(str(k.at[i + 2, "name"]))
-        g.formats = f"{fin[i]}→{fout[i]} … {fin[i + 2]}→{fout[i + 2]}"
-        cell, _, op_seg = scope.rpartition("/")
+        run = run_ops.loc[t].sort_values(ascending=False)  # walked back from the candidate
+        for op in run.index:
+            if names[op] not in g.kernel_names:
+                g.kernel_names.append(str(names[op]))
+        if names[b] not in g.kernel_names:
+            g.kernel_names.append(str(names[b]))
+        cell, _, op_seg = str(scope).rpartition("/")
         grads[f"{cell.split('/', 1)[-1]}/Grad_{op_seg.split('-op')[0]}/"] = g
         lay = layer_of_scope(scope)
         if lay is not None:
             g.layers.add(lay)
+    for t in np.argsort(last_occ, kind="stable"):  # the formats of the group's last sandwich in kernel order
+        a, _, b = (int(v) for v in uniq[t])
+        x = int(uniq[t][1])
+        scope = ops.at[x, "scope"] or names[x]
+        key = ".".join(cell_path_in_layer(scope)) or str(ops.at[x, "type"])
+        groups[f"sandwich|{key}|{ops.at[x, 'type']}"].formats = (
+            f"{fmt_names[fin_op[a]]}→{fmt_names[fout_op[a]]} … {fmt_names[fin_op[b]]}→{fmt_names[fout_op[b]]}")
     if grads:
-        for nm in k.loc[is_t, "name"].astype(str):
+        trans = ops.index[is_t_op]
+        for op in sorted(trans, key=lambda o: first_pos[o]):
+            nm = str(names[op])
             for frag, g in grads.items():
                 if frag in nm and nm not in g.kernel_names:
                     g.kernel_names.append(nm)
     return groups
 
 
-def unaligned_kernel_matmuls(k: pd.DataFrame) -> set[str]:
-    """Cells (forward scope, see :func:`cell_of`) of MatMul kernels with a dim (of an operand's last two)
-    not a multiple of 16: the TransData launched in those cells pad for the MatMul (AL001)."""
-    if "input_shapes" not in k:
-        return set()
+def unaligned_matmul_cells(ops: pd.DataFrame) -> set[str]:
+    """Forward cells of MatMul ops with a dim (of an operand's last two) not a multiple of 16.
+
+    The TransData launched in those cells pad for the MatMul (AL001's).
+    """
     out = set()
-    for i in k.index[k["type"].astype(str).str.contains("MatMul")]:
-        if any(d > 0 and d % 16 for shape in shapes_of(k.at[i, "input_shapes"]) for d in shape[-2:]):
-            out.add(cell_of(k.at[i, "name"]))
+    for r in ops[ops["type"].astype(str).str.contains("MatMul")].itertuples():
+        if any(d > 0 and d % 16 for shape in r.in_shapes for d in shape[-2:]):
+            out.add(r.forward_cell)
     return out
 
 
-def params_from_kernels(k: pd.DataFrame, is_t: Any, fout: Any) -> Group | None:
+def params_from_ops(ops: pd.DataFrame, first_pos: np.ndarray) -> Group | None:
     """TransData into a special format of a Linear's weight, from ``kernel_details`` alone.
 
     A forward MatMul kernel of a cell reads (activation, weight): its second input shape is
@@ -89,55 +140,34 @@ def params_from_kernels(k: pd.DataFrame, is_t: Any, fout: Any) -> Group | None:
     its activation in that format and the activation has the same shape (then it is ambiguous
     and left out).
     """
-    names = k["name"].astype(str)
-    scopes = names.map(kernel_scope)
+    forward = ~ops["name"].str.startswith("Gradients/") & ops["scope"].notna()
     weights: dict[str, set[tuple[int, ...]]] = {}
     acts: dict[str, set[tuple[int, ...]]] = {}
-    mm = k["type"].astype(str).str.contains("MatMul") & ~names.str.startswith("Gradients/") & scopes.notna()
-    for i in k.index[mm]:
-        cell = str(scopes[i]).rpartition("/")[0]
-        ins = shapes_of(k.at[i, "input_shapes"])
-        if len(ins) < 2:
+    for r in ops[ops["type"].astype(str).str.contains("MatMul") & forward].itertuples():
+        cell = str(r.scope).rpartition("/")[0]
+        if len(r.in_shapes) < 2:
             continue
-        weights.setdefault(cell, set()).add(ins[1])
-        fmts = [norm_fmt(f) for f in str(k.at[i, "input_formats"]).split(";")]
-        if fmts and fmts[0] in SPECIAL_FORMATS:  # the activation is converted too: a same-shaped TransData is ambiguous
-            acts.setdefault(cell, set()).update([ins[0], *shapes_of(k.at[i, "output_shapes"] if "output_shapes" in k else None)])
+        weights.setdefault(cell, set()).add(r.in_shapes[1])
+        if r.in_formats and r.in_formats[0] in SPECIAL_FORMATS:  # the activation is converted too: ambiguous
+            acts.setdefault(cell, set()).update([r.in_shapes[0], *r.out_shapes])
     if not weights:
         return None
     g = Group("param", "param", "weights")
-    for i in k.index[is_t & ~names.str.startswith("Gradients/").to_numpy() & scopes.notna().to_numpy()]:
-        cell = str(scopes[i]).rpartition("/")[0]
-        ins = shapes_of(k.at[i, "input_shapes"])
-        if fout[i] not in SPECIAL_FORMATS or not ins or ins[0] not in weights.get(cell, ()) or ins[0] in acts.get(cell, ()):
+    trans = ops[ops["type"].isin(TRANS_OPS) & forward]
+    for op in sorted(trans.index, key=lambda o: first_pos[o]):
+        r = trans.loc[op]
+        cell = str(r["scope"]).rpartition("/")[0]
+        ins = r["in_shapes"]
+        if r["out_format"] not in SPECIAL_FORMATS or not ins or ins[0] not in weights.get(cell, ()) \
+                or ins[0] in acts.get(cell, ()):
             continue
-        if names[i] not in g.kernel_names:
-            g.kernel_names.append(names[i])
+        if r["name"] not in g.kernel_names:
+            g.kernel_names.append(str(r["name"]))
         lay = layer_of_scope(cell)
         weight = (f"layers.{lay}." if lay is not None else "") + ".".join(cell_path_in_layer(cell + "/x-op0"))
         if weight not in g.params:
             g.params.append(weight)
         if lay is not None:
             g.layers.add(lay)
-        g.formats = f"{norm_fmt(k.at[i, 'input_formats'])}→{fout[i]}"
+        g.formats = f"{r['in_format']}→{r['out_format']}"
     return g if g.kernel_names else None
-
-
-def cell_of(kernel_name: Any) -> str:
-    """The forward cell a kernel belongs to: ``Gradients/`` and ``Grad_*`` segments and the op segment dropped."""
-    scope = kernel_scope(str(kernel_name)) or str(kernel_name)
-    segs = [x for x in scope.removeprefix("Gradients/").split("/")[:-1] if not x.startswith("Grad_")]
-    return "/".join(segs)
-
-
-def shapes_of(text: Any) -> list[tuple[int, ...]]:
-    """``"4096,4096;2048,4096"`` → ``[(4096, 4096), (2048, 4096)]`` (unparsable parts skipped)."""
-    if text is None or text is pd.NA or not isinstance(text, str):
-        return []
-    out = []
-    for part in text.strip('"').split(";"):
-        try:
-            out.append(tuple(int(d) for d in part.split(",") if d.strip()))
-        except ValueError:
-            continue
-    return out

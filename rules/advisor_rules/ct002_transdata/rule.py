@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+import copy
+from typing import Any, Iterable
 
 from pydantic import Field
 
@@ -84,6 +85,10 @@ class TransDataExcess(Rule):
         min_share_pct: float = Field(0.5, ge=0, description="report groups costing at least this share of the step, %")
         hbm_gbps: float = Field(ASSUMED_HBM_GBPS, gt=0, description="bandwidth assumed without a profile, GB/s")
 
+    def rank_evidence(self, rank: Any) -> dict[str, Group]:
+        """Sandwiches and weight conversions found in the rank's kernel order (needs the op view's timeline)."""
+        return from_kernels(rank.op_view())
+
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         units = stage_evidence(ctx)
         first = next((u.rank for u in units if u.rank is not None), None)
@@ -94,7 +99,7 @@ class TransDataExcess(Rule):
             if ir is not None:
                 found = from_ir(ir)
             elif unit.rank is not None:
-                found = from_kernels(unit.rank)
+                found = copy.deepcopy(ctx.rank_evidence(unit.rank) or {})
             else:
                 continue
             for key, g in found.items():

@@ -1,0 +1,72 @@
+"""A progress display on stderr for long analyses: ranks analysed, rules run.
+
+Silent unless stderr is a terminal and the run lasts longer than :data:`DELAY_S` (a
+short run prints nothing extra); ``--quiet`` switches it off. The engine reports
+``(phase, done, total)``; the display shows one bar per phase and disappears when
+the analysis ends.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+DELAY_S = 1.0
+_LABELS = {"ranks": "ranks analysed", "rules": "rules run"}
+
+
+class RunProgress:
+    """Callable progress sink for :meth:`advisor_core.engine.session.Session.analyze` (use as a context manager)."""
+
+    def __init__(self, console: Any, enabled: bool = True) -> None:
+        self._console = console
+        self._enabled = enabled and bool(getattr(console, "is_terminal", False))
+        self._progress: Any = None
+        self._tasks: dict[str, Any] = {}
+        self._state: dict[str, tuple[int, int]] = {"inputs": (0, 0)}
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._started = time.perf_counter()
+
+    def __enter__(self) -> "RunProgress":
+        if self._enabled:
+            self._timer = threading.Timer(DELAY_S, self._show)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        with self._lock:
+            self._enabled = False
+            if self._timer is not None:
+                self._timer.cancel()
+            if self._progress is not None:
+                self._progress.stop()
+                self._progress = None
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        with self._lock:
+            self._state.pop("inputs", None)
+            self._state[phase] = (done, total)
+            if self._progress is not None:
+                self._update(phase)
+
+    def _show(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        with self._lock:
+            if not self._enabled or self._progress is not None:
+                return
+            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                      MofNCompleteColumn(), TimeElapsedColumn(), console=self._console, transient=True)
+            self._progress.start()
+            for phase in self._state:
+                self._update(phase)
+
+    def _update(self, phase: str) -> None:
+        done, total = self._state[phase]
+        if phase not in self._tasks:
+            label = _LABELS.get(phase, "reading inputs")
+            self._tasks[phase] = self._progress.add_task(label, total=total or None)
+        self._progress.update(self._tasks[phase], completed=done, total=total or None)
