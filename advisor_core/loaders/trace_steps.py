@@ -34,7 +34,7 @@ _WANTED = re.compile(
 )
 _CHUNK = 16 << 20
 _OVERLAP = 64 << 10  # context kept between chunks: an event's start is never further back than half of it
-_EVENT_WINDOW = 64 << 10  # bytes decoded from an event's opening brace
+_EVENT_WINDOWS = (1 << 10, 64 << 10)  # bytes decoded from an event's opening brace: small first, then more
 _ROW_PHASES = {"X", "B", "E", "i", "I"}
 
 
@@ -55,7 +55,7 @@ def read_step_events(path: Path, columns: Sequence[str] | None, sink: Diagnostic
                 buf = buf + data if buf else data
                 lo = 0 if first else _OVERLAP // 2
                 hi = len(buf) if at_end else len(buf) - _OVERLAP // 2
-                for m in _WANTED.finditer(buf, lo, max(hi, lo)):
+                for m in _WANTED.finditer(buf, lo):  # a hit may end past ``hi``: only its start must be before
                     if m.start() >= hi:
                         break
                     ev = _enclosing_event(buf, m.start(), m.group(1).decode("ascii"), decoder)
@@ -87,13 +87,20 @@ def _enclosing_event(buf: bytes, pos: int, name: str, decoder: json.JSONDecoder)
         lo = buf.rfind(b"{", 0, lo)
         if lo < 0:
             return None
-        text = buf[lo:lo + _EVENT_WINDOW].decode("utf-8", "replace")
-        try:
-            obj, end = decoder.raw_decode(text)
-        except ValueError:
+        for window in _EVENT_WINDOWS:
+            text = buf[lo:lo + window].decode("utf-8", "replace")
+            try:
+                obj, end = decoder.raw_decode(text)
+                break
+            except ValueError:
+                continue
+        else:
             continue
-        if lo + len(text[:end].encode("utf-8")) <= pos:
-            return None  # an earlier object, closed before the hit: the hit is not an event's name
+        closes_before = lo + len(text[:end].encode("utf-8")) <= pos
+        if closes_before:
+            if isinstance(obj, dict) and "ph" in obj:
+                return None  # an earlier event, closed before the hit: the hit is not an event's name
+            continue  # a nested object (``args``) before the name
         if isinstance(obj, dict) and "ph" in obj:
             return obj if obj.get("name") == name else {}
     return None

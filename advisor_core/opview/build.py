@@ -24,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from advisor_core.opview.names import forward_cell, kernel_cell, kernel_scope, layer_of_scope, op_primitive
+from advisor_core.opview.names import describe_name
 from advisor_core.opview.tensors import norm_format, parse_dtypes, parse_formats, parse_shapes
 from advisor_core.opview.view import COMM_CORE_NAMES, OpView, Timeline
 
@@ -90,7 +90,7 @@ def op_view_from_table(table: pa.Table, *, windows: pd.DataFrame | None = None, 
     count = np.bincount(group, minlength=n_ops)
     total = np.bincount(group, weights=dur0, minlength=n_ops)
     stats = pd.DataFrame({"g": group, "d": dur}).groupby("g", sort=True)["d"].agg(["min", "max"])
-    seen_key = np.unique(group.astype(np.int64) * (len(step_ids) + 1) + (step + 1))
+    seen_key = pd.unique(group * (len(step_ids) + 1) + (step + 1))
     seen_ops = seen_key // (len(step_ids) + 1)
     seen_step = seen_key % (len(step_ids) + 1) - 1
     steps_seen = np.bincount(seen_ops[seen_step >= 0], minlength=n_ops)
@@ -121,38 +121,43 @@ def op_view_from_table(table: pa.Table, *, windows: pd.DataFrame | None = None, 
 
 def _codes(col: pa.ChunkedArray) -> tuple[np.ndarray, int]:
     """Integer codes of a column (−1 for missing) and how many distinct codes there can be."""
+    if pa.types.is_integer(col.type):
+        values = (pc.fill_null(col, -(2**62)) if col.null_count else col).to_numpy()
+        codes, uniq = pd.factorize(values)
+        return codes, len(uniq)
     if not pa.types.is_dictionary(col.type):
-        if pa.types.is_integer(col.type):
-            values = col.to_numpy(zero_copy_only=False)
-            arr = pc.fill_null(col, -1).to_numpy() if col.null_count else values
-            uniq, inv = np.unique(arr, return_inverse=True)
-            return inv.astype(np.int64), len(uniq)
         col = col.dictionary_encode()
     col = col.unify_dictionaries() if col.num_chunks > 1 else col
     size = max((len(c.dictionary) for c in col.chunks), default=0)
-    parts = [pc.fill_null(c.indices, -1).to_numpy().astype(np.int64) for c in col.chunks]
-    codes = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    parts = [(pc.fill_null(c.indices, -1) if c.null_count else c.indices).to_numpy(zero_copy_only=False)
+             for c in col.chunks]
+    codes = np.concatenate(parts) if parts else np.zeros(0, np.int32)
     return codes, size
 
 
 def _group_ids(codes: list[tuple[np.ndarray, int]], n: int) -> tuple[np.ndarray, np.ndarray]:
-    """One group id per row (groups numbered in order of first appearance) and each group's first row."""
+    """One group id per row (groups numbered in order of first appearance) and each group's first row.
+
+    The codes of the signature columns are combined into one integer key (mixed radix,
+    re-numbered by hashing before it could overflow) and the key factorised.
+    """
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     key = np.zeros(n, np.int64)
     card = 1
     for c, size in codes:
         radix = size + 1  # +1 for missing (−1 → 0)
-        if card * radix >= 2**62:  # re-number before the mixed-radix key overflows
-            uniq, key = np.unique(key, return_inverse=True)
+        if card * radix >= 2**62:
+            key, uniq = pd.factorize(key)
             card = len(uniq)
-        key = key * radix + (c + 1)
+        key = key * radix + (c.astype(np.int64) + 1)
         card *= radix
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")  # groups in order of first appearance
-    rank_of = np.empty_like(order)
-    rank_of[order] = np.arange(len(order))
-    return rank_of[inverse.ravel()], first[order]
+    group, _ = pd.factorize(key)  # numbered in order of first appearance
+    running = np.maximum.accumulate(group)
+    is_first = np.empty(n, bool)
+    is_first[0] = True
+    is_first[1:] = group[1:] > running[:-1]
+    return group.astype(np.int64), np.flatnonzero(is_first)
 
 
 def _per_op_extreme(ops: np.ndarray, steps: np.ndarray, n_ops: int, ufunc: Any) -> np.ndarray:
@@ -248,8 +253,4 @@ def _describe(rows: pa.Table, sig: Sequence[str]) -> pd.DataFrame:
 
 
 def _parse_name(name: str) -> tuple[Any, ...]:
-    scope = kernel_scope(name)
-    cell, bwd, grad = kernel_cell(name)
-    where = scope or name
-    return (scope, op_primitive(scope), cell, forward_cell(name), bwd, grad, layer_of_scope(where),
-            "recompute_" in where)
+    return tuple(describe_name(name))

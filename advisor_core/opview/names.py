@@ -12,7 +12,7 @@ the op view (:mod:`advisor_core.opview.build`) calls them once per distinct name
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 # ``<launch op full name>/<device kernel name>``: the part up to the ``<Op>-op<N>`` segment.
 _KERNEL_SCOPE = re.compile(r"^(?P<scope>.*?/[A-Za-z]\w*-op\d+)(?:/.*)?$")
@@ -21,6 +21,55 @@ _CELL_SEG = re.compile(r"^(?P<attr>[A-Za-z_]\w*)-(?P<cls>\w+)$")
 _OP_SEG = re.compile(r"^(?P<op>\w+)-op\d+$")
 _WRAPPER_SEGS = ("Default", "recompute_Default", "Gradients")
 _WRAPPER_PREFIXES = ("network-", "_backbone-", "_VirtualDatasetCell")
+
+
+_OP_SEG_FULL = re.compile(r"[A-Za-z]\w*-op\d+")
+
+
+class NameParts(NamedTuple):
+    """Everything the op view reads from one kernel name (see :func:`describe_name`)."""
+
+    scope: str | None
+    primitive: str | None
+    cell: str
+    forward_cell: str
+    backward: bool
+    grad: str
+    layer: int | None
+    recompute: bool
+
+
+def describe_name(name: str) -> NameParts:
+    """:func:`kernel_scope`, :func:`op_primitive`, :func:`kernel_cell`, :func:`forward_cell`,
+    :func:`layer_of_scope` and the recompute flag of one kernel name, splitting it once.
+
+    Equal to calling each of those functions (a test holds them together); the op view
+    calls this once per distinct kernel name.
+    """
+    segs = name.split("/")
+    cut = None
+    for i in range(1, len(segs)):
+        if "-op" in segs[i] and _OP_SEG_FULL.fullmatch(segs[i]):
+            cut = i + 1
+            break
+    scope = "/".join(segs[:cut]) if cut is not None else None
+    ssegs = segs[:cut] if cut is not None else segs
+    where = scope if scope is not None else name
+    m = _OP_SEG.match(ssegs[-1]) if scope is not None else None
+    inner = [x.removeprefix("recompute_") for x in ssegs if x != "Gradients"][:-1]
+    grads = [x for x in inner if x.lower().startswith("grad")]
+    cell = "/".join(x for x in inner if not x.lower().startswith("grad"))
+    fwd = ssegs[1:] if ssegs[0] == "Gradients" and len(ssegs) > 1 else ssegs
+    forward = "/".join(x for x in fwd[:-1] if not x.startswith("Grad_"))
+    layer = None
+    for seg in ssegs:
+        lm = _LAYER_SEG.match(seg) if seg[:1].isdigit() else None
+        if lm:
+            layer = int(lm.group(1))
+            break
+    return NameParts(scope, m.group("op") if m else None, cell, forward,
+                     where.startswith("Gradients/") or bool(grads), grads[-1] if grads else "", layer,
+                     "recompute_" in where)
 
 
 def kernel_scope(name: str) -> str | None:

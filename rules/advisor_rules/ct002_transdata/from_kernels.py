@@ -154,20 +154,19 @@ def params_from_ops(ops: pd.DataFrame, first_pos: np.ndarray) -> Group | None:
         return None
     g = Group("param", "param", "weights")
     trans = ops[ops["type"].isin(TRANS_OPS) & forward]
-    for op in sorted(trans.index, key=lambda o: first_pos[o]):
-        r = trans.loc[op]
-        cell = str(r["scope"]).rpartition("/")[0]
-        ins = r["in_shapes"]
-        if r["out_format"] not in SPECIAL_FORMATS or not ins or ins[0] not in weights.get(cell, ()) \
+    for r in sorted(trans.itertuples(), key=lambda t: first_pos[t.Index]):
+        cell = str(r.scope).rpartition("/")[0]
+        ins = r.in_shapes
+        if r.out_format not in SPECIAL_FORMATS or not ins or ins[0] not in weights.get(cell, ()) \
                 or ins[0] in acts.get(cell, ()):
             continue
-        if r["name"] not in g.kernel_names:
-            g.kernel_names.append(str(r["name"]))
+        if r.name not in g.kernel_names:
+            g.kernel_names.append(str(r.name))
         lay = layer_of_scope(cell)
         weight = (f"layers.{lay}." if lay is not None else "") + ".".join(cell_path_in_layer(cell + "/x-op0"))
         if weight not in g.params:
             g.params.append(weight)
         if lay is not None:
             g.layers.add(lay)
-        g.formats = f"{r['in_format']}→{r['out_format']}"
+        g.formats = f"{r.in_format}→{r.out_format}"
     return g if g.kernel_names else None

@@ -1,0 +1,126 @@
+"""Per-rank units: the same report from worker processes as in-process; failures stay per rule and rank."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from advisor_core.cli import progress as progress_mod
+from advisor_core.cli.progress import RunProgress
+from advisor_core.simulate import simulate_scenario
+
+from engine_support import make_dist, run_cli, write_profile
+
+
+@pytest.fixture(scope="module")
+def cluster_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("units") / "ks"
+    simulate_scenario("kitchen-sink", out, layers=2, steps=2, ground_truth=False)
+    return out
+
+
+def test_worker_processes_give_the_same_report(cluster_run: Path, tmp_path: Path) -> None:
+    reports = {}
+    for jobs in ("1", "2"):
+        out = tmp_path / f"j{jobs}.json"
+        proc = run_cli("analyze", str(cluster_run), "--format", "json", "-o", str(out), "--jobs", jobs, "--no-plugins")
+        assert proc.returncode == 1, proc.stderr
+        reports[jobs] = out.read_bytes()
+    assert reports["1"] == reports["2"]
+    data = json.loads(reports["1"])
+    assert len(data["inputs"]["ranks"]) == 8
+    assert {"AL001", "CM001", "CT001", "CT002", "RC001"} <= {f["code"] for f in data["findings"]}
+
+
+PLUGIN = '''
+from advisor_core.engine import Finding, Need, Requirements, Rule, hookimpl
+
+
+class PerRank(Rule):
+    """Reports what its rank evidence saw.
+
+    What
+        x
+    Why
+        x
+    Example
+        x
+    Fix
+        x
+    """
+
+    code = "RX001"
+    name = "per-rank"
+    summary = "per-rank evidence"
+    requires = Requirements(any_of=(Need.table("kernels", ("name", "duration_us")),))
+
+    def rank_evidence(self, rank):
+        if rank.rank_id == 1:
+            raise ValueError("boom")
+        return {"rank": rank.rank_id, "ops": len(rank.op_view().ops), "timeline": len(rank.op_view().timeline)}
+
+    def check(self, ctx):
+        seen = {r.rank_id: ctx.rank_evidence(r) for r in ctx.run}
+        yield Finding(code="RX001", rule="per-rank", title=f"seen {sorted(seen.items(), key=lambda kv: kv[0])}",
+                      message="-", severity="low")
+
+
+@hookimpl
+def advisor_register_rules():
+    return [PerRank]
+'''
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_rank_evidence_failure_names_rule_and_rank(jobs: str, tmp_path: Path, fake_site: Path) -> None:
+    make_dist(fake_site, "advisor-perrank", "0.3", {"perrank": "perrank_rule"}, {"perrank_rule.py": PLUGIN})
+    prof = tmp_path / "prof"
+    for r in range(3):
+        write_profile(prof, r)
+    out = tmp_path / "r.json"
+    proc = run_cli("analyze", str(prof), "--format", "json", "-o", str(out), "--jobs", jobs, "--select", "RX001,AIC",
+                   site=fake_site)
+    assert proc.returncode == 2, proc.stderr
+    data = json.loads(out.read_text())
+    (err,) = [e for e in data["errors"] if e.get("code") == "RX001"]
+    assert err["message"] == "rule RX001 raised ValueError on rank 1: boom"
+    (f,) = [f for f in data["findings"] if f["code"] == "RX001"]
+    # rank 0 and 2 kept their evidence (9 distinct ops, 18 kernels each); rank 1 has none
+    assert f["title"] == ("seen [(0, {'rank': 0, 'ops': 9, 'timeline': 18}), (1, None), "
+                          "(2, {'rank': 2, 'ops': 9, 'timeline': 18})]")
+    assert any(g["code"] == "AIC001" for g in data["findings"])  # the other rule ran
+
+
+def test_timings_on_stderr(cluster_run: Path, tmp_path: Path) -> None:
+    proc = run_cli("analyze", str(cluster_run / "profile"), "--format", "json", "-o", str(tmp_path / "r.json"),
+                   "--timings", "--no-plugins", "--jobs", "1")
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("timings (s): wall ")
+    assert any(line.strip().startswith("op views (read kernels, group)") and "(8 rank(s), summed)" in line for line in lines)
+    assert any(line.strip().startswith("rule AL001") for line in lines)
+    assert "ranks analysed" not in proc.stderr  # not a terminal: no progress display
+
+
+def test_progress_only_on_a_terminal_after_the_delay(monkeypatch) -> None:
+    monkeypatch.setattr(progress_mod, "DELAY_S", 0.0)
+    buf = io.StringIO()
+    with RunProgress(Console(file=buf, force_terminal=False)) as p:
+        p("ranks", 1, 2)
+    assert buf.getvalue() == ""
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=100)
+    with RunProgress(console) as p:
+        p("ranks", 1, 2)
+        import time
+
+        time.sleep(0.3)
+        p("ranks", 2, 2)
+    assert "ranks analysed" in buf.getvalue()
+    buf = io.StringIO()
+    with RunProgress(Console(file=buf, force_terminal=True), enabled=False) as p:  # --quiet
+        p("ranks", 1, 2)
+    assert buf.getvalue() == ""

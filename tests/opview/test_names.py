@@ -1,0 +1,67 @@
+"""The op view's one-pass name parser agrees with the single-purpose parsers, on real and generated names."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from advisor_core.opview.names import (
+    cell_path_in_layer,
+    describe_name,
+    forward_cell,
+    kernel_cell,
+    kernel_scope,
+    layer_of_scope,
+    op_primitive,
+)
+
+
+def _separately(name: str) -> tuple:
+    scope = kernel_scope(name)
+    cell, bwd, grad = kernel_cell(name)
+    where = scope or name
+    return (scope, op_primitive(scope), cell, forward_cell(name), bwd, grad, layer_of_scope(where), "recompute_" in where)
+
+
+REAL = [
+    "Default/network-MFPipelineWithLossScaleCell/network-_VirtualDatasetCell/_backbone-GradAccumulationCell/"
+    "network-LlamaForCausalLM/model-LlamaModel/layers-CellList/3-LLamaDecodeLayer/attention-LLamaAttention/"
+    "wq-Linear/MatMul-op3/aclnnMatmul_MatMulV3Common_MatMulV3",
+    "Gradients/Default/network-LlamaForCausalLM/model-LlamaModel/layers-CellList/0-LLamaDecodeLayer/"
+    "feed_forward-LlamaFeedForward/w1-Linear/Grad_MatMul/TransData-op1/trans_TransData_7",
+    "recompute_Default/network-LlamaForCausalLM/model-LlamaModel/layers-CellList/1-LLamaDecodeLayer/"
+    "feed_forward-LlamaFeedForward/Mul-op12",
+    "trans_TransData_13",
+    "hcom_allReduce__123_0_1",
+    "Default/Cast-op0",
+    "",
+]
+
+_SEG = st.one_of(
+    st.sampled_from(["Default", "Gradients", "recompute_Default", "layers-CellList", "Grad_MatMul", "grad_x",
+                     "3-LLamaDecodeLayer", "12-Block", "wq-Linear", "MatMul-op3", "Cast-op0", "9x-op1", "-op2",
+                     "aclnnCast_CastAiCore_Cast", "recompute_wq-Linear", "_backbone-Cell", ""]),
+    st.text(alphabet="ab1-_op", max_size=6),
+)
+
+
+def test_real_names_parse_the_same() -> None:
+    for name in REAL:
+        assert tuple(describe_name(name)) == _separately(name), name
+
+
+def test_a_decoder_layer_kernel() -> None:
+    parts = describe_name(REAL[0])
+    assert parts.primitive == "MatMul" and parts.layer == 3 and not parts.backward
+    assert parts.scope.endswith("/wq-Linear/MatMul-op3")
+    assert cell_path_in_layer(parts.scope) == ("attention", "wq")
+    back = describe_name(REAL[1])
+    assert back.backward and back.grad == "Grad_MatMul" and back.layer == 0
+    assert back.forward_cell.endswith("/feed_forward-LlamaFeedForward/w1-Linear")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_SEG, min_size=1, max_size=9))
+def test_generated_names_parse_the_same(segs: list[str]) -> None:
+    name = "/".join(segs)
+    assert tuple(describe_name(name)) == _separately(name)
