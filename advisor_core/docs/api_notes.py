@@ -10,12 +10,13 @@ RULE_ATTRIBUTE_NOTES = {
     "severity": "default severity; a finding sets its own (usually from its share of step time)",
     "requires": "evidence the rule can work from — any one `Need` is enough; otherwise the rule is *skipped*",
     "tags": "groups for `--select` (e.g. `compute`, `comm`, `config`)",
+    "rank_tables": "per-rank tables `check` reads besides kernels (e.g. `minddata_pipeline`): read in each rank's unit, where its files are",
     "fix_availability": "whether findings carry config patches: `always`, `sometimes` or `never`",
     "Options": "a `RuleOptions` subclass: the rule's validated settings (`[tool.advisor.rules.CODE]`)",
 }
 
 CONTEXT_NOTES = {
-    "run": "the profiled `Run` (`None` without profiles): `for rank in ctx.run`, `rank.table(name, columns)`",
+    "run": "the profiled `Run` (`None` without profiles): `for rank in ctx.run`, `rank.op_view()` (kernels as distinct ops), `rank.table(name, columns)`",
     "ir": "the IR dumps (`IRDumpSet`, `None` without them); prefer `ctx.ir_graph(stage)`",
     "config": "typed view of the training YAML (`TrainingConfig`, `None` without one): `get(key)`, `located(key)`, `has(pointer)`",
     "config_doc": "the round-trip YAML document the patches apply to",

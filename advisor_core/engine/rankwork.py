@@ -22,8 +22,10 @@ import os
 import time
 import traceback
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from advisor_core.diagnostics import Diagnostic, DiagnosticSink
 
@@ -31,6 +33,7 @@ from advisor_core.diagnostics import Diagnostic, DiagnosticSink
 _DERIVED = ("step_windows", "step_breakdown")
 # Below this much kernel data in a run, worker processes cost more than they save.
 AUTO_PARALLEL_MIN_BYTES = 48 << 20
+CPU_PER_WORKER = 2
 
 
 @dataclass(frozen=True)
@@ -67,17 +70,23 @@ class RankDigest:
     derived: dict[str, Any] = field(default_factory=dict)
     evidence: dict[str, Any] = field(default_factory=dict)
     failures: list[RuleFailure] = field(default_factory=list)
+    tables: dict[Any, Any] = field(default_factory=dict)  # the rules' rank_tables as read here
     diagnostics: list[Diagnostic] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # "load", "derive", then per rule code
+
+
+def rank_tables_of(rules: Iterable[Any]) -> tuple[str, ...]:
+    """The per-rank tables the rules read in ``check`` (their ``rank_tables``), in a stable order."""
+    return tuple(sorted({t for r in rules for t in getattr(r, "rank_tables", ()) if t != "kernels"}))
 
 
 def digest_rank(rank: Any, rules: Sequence[tuple[str, Any]]) -> RankDigest:
     """Run the unit on ``rank`` (a :class:`~advisor_core.model.run.Rank`) with instantiated ``rules``.
 
     The rank's op view is built (and kept on the rank, without its timeline, once the
-    unit is done), the shared derived values computed, and each rule's
-    ``rank_evidence`` called; a rule that raises is recorded as a failure, never stops
-    the others.
+    unit is done), the shared derived values computed, the tables the rules read per
+    rank (``Rule.rank_tables``) read, and each rule's ``rank_evidence`` called; a rule
+    that raises is recorded as a failure, never stops the others.
     """
     from advisor_core.analyses.step_time import step_breakdown, step_windows
 
@@ -90,6 +99,10 @@ def digest_rank(rank: Any, rules: Sequence[tuple[str, Any]]) -> RankDigest:
         t = time.perf_counter()
         step_windows(rank)
         step_breakdown(rank)
+        tables = rank_tables_of(rule for _, rule in rules)
+        for name in tables:
+            if rank.has_table(name):
+                rank.table(name)
         digest.seconds["derive"] = time.perf_counter() - t
         for code, rule in rules:
             if type(rule).rank_evidence is _base_rank_evidence():
@@ -104,6 +117,7 @@ def digest_rank(rank: Any, rules: Sequence[tuple[str, Any]]) -> RankDigest:
     digest.op_view = view.without_timeline() if view is not None else None
     rank.adopt_op_view(digest.op_view)  # the timeline has served; keep the small part
     digest.derived = {k: rank.cached(k, lambda: None) for k in _DERIVED}
+    digest.tables = rank.loaded_tables(tables)
     digest.diagnostics = list(sink)
     return digest
 
@@ -115,6 +129,13 @@ def _base_rank_evidence() -> Callable[..., Any]:
 
 
 # -- worker side -----------------------------------------------------------------------------------
+
+def _init_worker() -> None:
+    """One core per worker: the pool runs one worker per core it may use, so Arrow's own threads would only contend."""
+    import pyarrow as pa
+
+    pa.set_cpu_count(1)
+
 
 _WORKER_HOSTS: dict[PluginSpec, Any] = {}
 
@@ -145,6 +166,40 @@ def run_rank_job(job: RankJob) -> RankDigest:
 
 
 # -- client side -----------------------------------------------------------------------------------
+
+_PRELOAD = ["advisor_core.engine.rankwork", "advisor_core.opview.build", "advisor_core.analyses.step_time"]
+
+
+def _context() -> Any:
+    import multiprocessing as mp
+
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(_PRELOAD)
+    return ctx
+
+
+def prewarm(ranks: Sequence[Any], workers: int | None) -> None:
+    """Start the worker server in the background when the units will run in a pool.
+
+    Starting it (a fresh interpreter importing pandas and pyarrow) takes a few tenths of
+    a second; begun as soon as the ranks are known, it overlaps the client's own set-up.
+    """
+    if pool_size(ranks, workers) <= 1 or not _main_is_importable():
+        return
+    import threading
+    from multiprocessing import forkserver
+
+    _context()
+    threading.Thread(target=forkserver.ensure_running, name="advisor-prewarm", daemon=True).start()
+
+
+def pool_size(ranks: Sequence[Any], workers: int | None) -> int:
+    """Worker processes the units of ``ranks`` get (1: this process); see :func:`run_rank_units`."""
+    n = len(ranks)
+    if workers is None:
+        workers = default_workers() if n > 1 and kernel_bytes(ranks) >= AUTO_PARALLEL_MIN_BYTES else 1
+    return max(1, min(workers, n))
+
 
 def default_workers() -> int:
     """Worker processes for ``--jobs`` unset: the cores this process may use."""
@@ -177,39 +232,83 @@ def run_rank_units(
 ) -> list[RankDigest]:
     """The unit for every rank, in rank order.
 
-    ``rules`` holds (code, rule instance, raw options). ``workers=None`` picks: every core
-    when the run is large enough to gain from it (:data:`AUTO_PARALLEL_MIN_BYTES` of
-    kernel tables), else this process. ``plugins=None`` (a host built by hand, as tests
-    do) keeps the work in this process, since a worker could not rebuild it.
+    ``workers`` is the number of cores the units may use: ``1`` runs them here on one
+    core (Arrow's reader included), ``N ≥ 2`` in a pool of N single-threaded worker
+    processes. ``None`` picks every core: a pool when the run is large enough to gain
+    from it (:data:`AUTO_PARALLEL_MIN_BYTES` of kernel tables), else this process with
+    Arrow's threads. ``plugins=None`` (a host built by hand, as tests do) keeps the work
+    in this process, since a worker could not rebuild it.
     """
     n = len(ranks)
-    if workers is None:
-        workers = default_workers() if n > 1 and kernel_bytes(ranks) >= AUTO_PARALLEL_MIN_BYTES else 1
-    workers = min(workers, n)
-    if workers <= 1 or plugins is None:
+    single_core = workers == 1
+    workers = pool_size(ranks, workers)
+    if workers <= 1 or plugins is None or not _main_is_importable():
         out = []
-        for i, r in enumerate(ranks):
-            out.append(digest_rank(r, [(c, inst) for c, inst, _ in rules]))
-            if progress:
-                progress(i + 1, n)
+        with _arrow_threads(1 if single_core else None):
+            for i, r in enumerate(ranks):
+                out.append(digest_rank(r, [(c, inst) for c, inst, _ in rules]))
+                if progress:
+                    progress(i + 1, n)
         return out
     jobs = [RankJob(r._source, tuple((c, dict(raw)) for c, _, raw in rules), plugins) for r in ranks]
-    import multiprocessing as mp
-
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["advisor_core.engine.rankwork", "advisor_core.opview.build",
-                                "advisor_core.analyses.step_time"])
+    # largest ranks first, so no worker is left with a big one at the end
+    order = sorted(range(n), key=lambda i: -kernel_bytes([ranks[i]]))
     results: dict[int, RankDigest] = {}
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures: dict[Future[RankDigest], int] = {pool.submit(run_rank_job, j): i for i, j in enumerate(jobs)}
-        done = 0
-        for fut in _as_completed(futures):
-            i = futures[fut]
-            results[i] = fut.result()
+    done = 0
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_init_worker) as pool:
+            futures: dict[Future[RankDigest], int] = {pool.submit(run_rank_job, jobs[i]): i for i in order}
+            for fut in _as_completed(futures):
+                results[futures[fut]] = fut.result()
+                done += 1
+                if progress:
+                    progress(done, n)
+    except (BrokenProcessPool, OSError) as exc:
+        # A worker died (killed, out of memory) or could not start (no __main__ to re-import in a
+        # REPL): the ranks it did not finish are analysed here, and the report says so.
+        missing = [i for i in range(n) if i not in results]
+        note = (f"worker processes stopped ({type(exc).__name__}: {exc or 'a worker died'}); "
+                f"{len(missing)} of {n} rank(s) analysed in this process instead")
+        for i in missing:
+            d = digest_rank(ranks[i], [(c, inst) for c, inst, _ in rules])
+            results[i] = d
             done += 1
             if progress:
                 progress(done, n)
+        if missing:
+            results[missing[0]].diagnostics.insert(0, Diagnostic(severity="warning", code="workers-failed",
+                                                                  message=note))
     return [results[i] for i in range(n)]
+
+
+@contextmanager
+def _arrow_threads(count: int | None) -> Iterator[None]:
+    """Arrow's CPU thread pool limited to ``count`` threads inside the block (``None``: unchanged)."""
+    if count is None:
+        yield
+        return
+    import pyarrow as pa
+
+    saved = pa.cpu_count()
+    pa.set_cpu_count(count)
+    try:
+        yield
+    finally:
+        pa.set_cpu_count(saved)
+
+
+def _main_is_importable() -> bool:
+    """Can a worker process re-import ``__main__`` (as multiprocessing's forkserver does)?
+
+    Not from a REPL, ``python -`` or ``python -c``: then the work stays in this process.
+    """
+    import sys
+
+    main = sys.modules.get("__main__")
+    if main is None or getattr(main, "__spec__", None) is not None:
+        return True
+    path = getattr(main, "__file__", None)
+    return bool(path) and os.path.isfile(path)
 
 
 def _as_completed(futures: Iterable[Future[Any]]) -> Iterable[Future[Any]]:
@@ -224,4 +323,5 @@ def adopt_digests(ranks: Mapping[int, Any], digests: Iterable[RankDigest], sink:
         rank = ranks[d.rank_id]
         rank.adopt_op_view(d.op_view)
         rank.adopt_derived(d.derived)
+        rank.adopt_tables(d.tables)
         sink.extend(d.diagnostics)

@@ -111,6 +111,9 @@ class Rule:
     severity: ClassVar[Severity] = Severity.MEDIUM
     requires: ClassVar[Requirements] = Requirements()
     tags: ClassVar[tuple[str, ...]] = ()
+    # Per-rank tables ``check`` reads (besides kernels, which come through the op view): the engine reads
+    # them in each rank's unit, where the rank's files are, so the client does not read them one rank at a time.
+    rank_tables: ClassVar[tuple[str, ...]] = ()
     fix_availability: ClassVar[Literal["always", "sometimes", "never"]] = "sometimes"
     Options: ClassVar[type[RuleOptions]] = RuleOptions
 

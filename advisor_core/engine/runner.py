@@ -222,8 +222,8 @@ def run_rules(
 
 
 def _needs_units(rule: Rule) -> bool:
-    """Does the rule read kernels (through the op view) or have per-rank evidence?"""
-    if type(rule).rank_evidence is not Rule.rank_evidence:
+    """Does the rule read kernels (through the op view), per-rank tables, or have per-rank evidence?"""
+    if type(rule).rank_evidence is not Rule.rank_evidence or rule.rank_tables:
         return True
     return any(n.kind == "table" and n.name == "kernels" for n in rule.requires.any_of)
 

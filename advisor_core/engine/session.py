@@ -82,6 +82,10 @@ class Session:
 
         if self.profile_paths:
             self._run = load_run(*self.profile_paths, sink=self.sink, loaders=self._loaders(), report_empty=True)
+            if self.host.spec is not None:
+                from advisor_core.engine.rankwork import prewarm
+
+                prewarm(list(self._run), self.options.jobs)
         if self.graph_paths:
             from advisor_core.ir.dumps import find_ir_dumps
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import csv
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -120,9 +121,12 @@ def _parse_int_list(text: Any) -> list[int]:
     if not s:
         return []
     try:
-        val = ast.literal_eval(s)
-    except (ValueError, SyntaxError):
-        return []
+        val = json.loads(s)  # "[12, 40, 64]": JSON, and a tenth of literal_eval's cost
+    except ValueError:
+        try:
+            val = ast.literal_eval(s)  # Python tuples and the like
+        except (ValueError, SyntaxError):
+            return []
     if isinstance(val, (list, tuple)):
         return [int(x) for x in val if isinstance(x, (int, float))]
     if isinstance(val, (int, float)):

@@ -195,6 +195,16 @@ class Rank:
         """Cache derived values computed elsewhere (a worker process) for this rank."""
         self._derived.update(values)
 
+    def loaded_tables(self, names: Iterable[str]) -> dict[tuple[str, tuple[str, ...] | None], LoadedTable | None]:
+        """The cached reads of tables ``names`` (to hand over to another process)."""
+        wanted = set(names)
+        return {k: v for k, v in self._cache.items() if k[0] in wanted}
+
+    def adopt_tables(self, loaded: Mapping[tuple[str, tuple[str, ...] | None], LoadedTable | None]) -> None:
+        """Cache table reads made elsewhere (a worker process) for this rank."""
+        for key, value in loaded.items():
+            self._cache.setdefault(key, value)
+
     def adopt_op_view(self, view: Any) -> None:
         """Cache an op view built elsewhere (a worker process) for this rank."""
         self._op_view = view if view is not None else False

@@ -17,6 +17,7 @@ million kernel rows are a few thousand distinct ops. The build:
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
@@ -231,22 +232,14 @@ def _describe(rows: pa.Table, sig: Sequence[str]) -> pd.DataFrame:
     out["is_comm"] = [c in COMM_CORE_NAMES if c else False for c in cores]
     for c in TEXT_COLUMNS[2:]:
         out[c] = [str(x) if x is not None else None for x in cols.get(c, [None] * len(names))]
-    memo: dict[tuple[str, Any], Any] = {}
-
-    def once(kind: str, value: Any, fn: Any) -> Any:
-        key = (kind, value)
-        if key not in memo:
-            memo[key] = fn(value)
-        return memo[key]
-
-    out["in_shapes"] = [once("s", v, parse_shapes) for v in out["input_shapes"]]
-    out["out_shapes"] = [once("s", v, parse_shapes) for v in out["output_shapes"]]
-    out["in_dtypes"] = [once("d", v, parse_dtypes) for v in out["input_dtypes"]]
-    out["out_dtypes"] = [once("d", v, parse_dtypes) for v in out["output_dtypes"]]
-    out["in_formats"] = [once("f", v, parse_formats) for v in out["input_formats"]]
-    out["out_formats"] = [once("f", v, parse_formats) for v in out["output_formats"]]
-    out["in_format"] = [once("n", v, norm_format) for v in out["input_formats"]]
-    out["out_format"] = [once("n", v, norm_format) for v in out["output_formats"]]
+    out["in_shapes"] = [_shapes(v) for v in out["input_shapes"]]
+    out["out_shapes"] = [_shapes(v) for v in out["output_shapes"]]
+    out["in_dtypes"] = [_dtypes(v) for v in out["input_dtypes"]]
+    out["out_dtypes"] = [_dtypes(v) for v in out["output_dtypes"]]
+    out["in_formats"] = [_formats(v) for v in out["input_formats"]]
+    out["out_formats"] = [_formats(v) for v in out["output_formats"]]
+    out["in_format"] = [_format(v) for v in out["input_formats"]]
+    out["out_format"] = [_format(v) for v in out["output_formats"]]
     frame = pd.DataFrame(out)
     frame.index = pd.RangeIndex(len(frame))
     return frame
@@ -254,3 +247,10 @@ def _describe(rows: pa.Table, sig: Sequence[str]) -> pd.DataFrame:
 
 def _parse_name(name: str) -> tuple[Any, ...]:
     return tuple(describe_name(name))
+
+
+# Tensor descriptions repeat across ops and across the ranks of a run: parsed once per process.
+_shapes = lru_cache(maxsize=1 << 16)(parse_shapes)
+_dtypes = lru_cache(maxsize=1 << 16)(parse_dtypes)
+_formats = lru_cache(maxsize=1 << 16)(parse_formats)
+_format = lru_cache(maxsize=1 << 16)(norm_format)

@@ -12,6 +12,7 @@ the op view (:mod:`advisor_core.opview.build`) calls them once per distinct name
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Iterable, NamedTuple
 
 # ``<launch op full name>/<device kernel name>``: the part up to the ``<Op>-op<N>`` segment.
@@ -39,12 +40,14 @@ class NameParts(NamedTuple):
     recompute: bool
 
 
+@lru_cache(maxsize=1 << 18)
 def describe_name(name: str) -> NameParts:
     """:func:`kernel_scope`, :func:`op_primitive`, :func:`kernel_cell`, :func:`forward_cell`,
     :func:`layer_of_scope` and the recompute flag of one kernel name, splitting it once.
 
     Equal to calling each of those functions (a test holds them together); the op view
-    calls this once per distinct kernel name.
+    calls this once per distinct kernel name; the ranks of a run share their kernel names,
+    so the parse is cached for the process.
     """
     segs = name.split("/")
     cut = None
@@ -123,6 +126,7 @@ def layer_of_scope(scope: str | None) -> int | None:
     return None
 
 
+@lru_cache(maxsize=1 << 18)
 def cell_path_in_layer(scope: str | None) -> tuple[str, ...]:
     """Attribute names of the cells between the decoder layer and the op.
 

@@ -93,6 +93,7 @@ class MinddataBottleneck(Rule):
         )
     )
     tags = ("data", "minddata")
+    rank_tables = ("minddata_pipeline", "minddata_summary", "minddata_cpu", "host_queue", "step_trace")
     fix_availability = "sometimes"
 
     class Options(RuleOptions):
