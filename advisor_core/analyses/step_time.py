@@ -122,7 +122,7 @@ def _first_task_starts(rank: Rank, starts: np.ndarray, ends: np.ndarray) -> list
     events (which needs the whole trace).
     """
     task_starts: np.ndarray | None = None
-    view = rank.op_view() if rank.has_table("kernels") else None
+    view = rank.op_view()
     if view is not None and view.timeline is not None:
         tl = view.timeline
         task_starts = tl.start_ns[~view.ops["is_comm"].to_numpy()[tl.op]]

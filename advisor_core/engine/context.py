@@ -52,6 +52,14 @@ class AnalysisInputs:
     def has_profile(self) -> bool:
         return self.run is not None and bool(self.run.ranks)
 
+    def unavailable_because(self, need: Need) -> str | None:
+        """Why a table need is not met though its file exists (a column missing …); ``None`` otherwise."""
+        if need.kind != "table" or self.run is None:
+            return None
+        reasons = dict.fromkeys(r.unusable_because(need.name, need.columns) for r in self.run if r.has_table(need.name))
+        reasons.pop(None, None)
+        return "; ".join(str(x) for x in reasons) or None
+
     def ir_ranks(self) -> "list[RankDumps]":
         if self.ir is None:
             return []
@@ -69,16 +77,7 @@ class AnalysisInputs:
     def available(self, need: Need) -> bool:
         """Is the evidence ``need`` describes present (without reading tables)?"""
         if need.kind == "table":
-            if self.run is None:
-                return False
-            for rank in self.run:
-                if rank.has_table(need.name):
-                    if not need.columns:
-                        return True
-                    cols = rank.columns(need.name) or []
-                    if all(c in cols for c in need.columns):
-                        return True
-            return False
+            return self.run is not None and any(rank.usable(need.name, need.columns) for rank in self.run)
         if need.kind == "ir":
             for rd in self.ir_ranks():
                 f = {"frontend": rd.final_frontend, "backend": rd.backend_kernel_graph, "parallel": rd.parallel_graph}.get(need.name)
@@ -144,6 +143,11 @@ class RuleContext:
 
     def has(self, need: Need) -> bool:
         return self._inputs.available(need)
+
+    @property
+    def has_profile(self) -> bool:
+        """Is there at least one profiled rank?"""
+        return self._inputs.has_profile
 
     def ir_graph(self, stage: str, rank: "RankDumps | None" = None) -> "IRFile | None":
         return self._inputs.ir_graph(stage, rank)

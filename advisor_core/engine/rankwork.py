@@ -92,17 +92,23 @@ def digest_rank(rank: Any, rules: Sequence[tuple[str, Any]]) -> RankDigest:
 
     sink = DiagnosticSink()
     digest = RankDigest(rank.rank_id)
+    view = None
     with rank.diagnostics_to(sink):
         t = time.perf_counter()
-        view = rank.op_view()
-        digest.seconds["load"] = time.perf_counter() - t
-        t = time.perf_counter()
-        step_windows(rank)
-        step_breakdown(rank)
-        tables = rank_tables_of(rule for _, rule in rules)
-        for name in tables:
-            if rank.has_table(name):
-                rank.table(name)
+        try:
+            view = rank.op_view()
+            digest.seconds["load"] = time.perf_counter() - t
+            t = time.perf_counter()
+            step_windows(rank)
+            step_breakdown(rank)
+            tables = rank_tables_of(rule for _, rule in rules)
+            for name in tables:
+                if rank.has_table(name):
+                    rank.table(name)
+        except Exception as exc:  # noqa: BLE001 - one rank's failure stays its own
+            digest.failures.append(RuleFailure("", f"the per-rank analysis of rank {rank.rank_id} failed: "
+                                                   f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+            tables = ()
         digest.seconds["derive"] = time.perf_counter() - t
         for code, rule in rules:
             if type(rule).rank_evidence is _base_rank_evidence():
@@ -116,7 +122,7 @@ def digest_rank(rank: Any, rules: Sequence[tuple[str, Any]]) -> RankDigest:
             digest.seconds[code] = time.perf_counter() - t
     digest.op_view = view.without_timeline() if view is not None else None
     rank.adopt_op_view(digest.op_view)  # the timeline has served; keep the small part
-    digest.derived = {k: rank.cached(k, lambda: None) for k in _DERIVED}
+    digest.derived = {k: rank.cached(k, lambda: None) for k in _DERIVED if k in rank._derived}
     digest.tables = rank.loaded_tables(tables)
     digest.diagnostics = list(sink)
     return digest

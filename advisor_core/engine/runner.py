@@ -36,7 +36,7 @@ class Skipped:
 class EngineError:
     """Something that went wrong outside the inputs: a plugin or rule failure, bad settings."""
 
-    kind: str  # plugin | rule | settings
+    kind: str  # plugin | rule | settings | core
     message: str
     plugin: str | None = None
     version: str | None = None
@@ -164,7 +164,9 @@ def run_rules(
             runs.append(RuleRun(code, "error"))
             continue
         if not available[code]:
-            skipped.append(Skipped(code, cls.name, reg.plugin.name, f"needs {cls.requires.describe()}; none was found"))
+            why = [w for w in (inputs.unavailable_because(n) for n in cls.requires.any_of) if w]
+            skipped.append(Skipped(code, cls.name, reg.plugin.name, f"needs {cls.requires.describe()}; none was found"
+                                   + (f" ({'; '.join(dict.fromkeys(why))})" if why else "")))
             runs.append(RuleRun(code, "skipped"))
             continue
         ctx = RuleContext(inputs, prepared[code], code, instances[code])
@@ -251,6 +253,9 @@ def _rank_units(inputs: AnalysisInputs, host: PluginHost, registered: Mapping[st
             if code in d.evidence:
                 inputs.rank_evidence[(code, d.rank_id)] = d.evidence[code]
         for f in d.failures:
+            if not f.code:  # the core's part of the unit (op view, step breakdown)
+                errors.append(EngineError("core", f.message, traceback=f.traceback))
+                continue
             inputs.rank_evidence[(f.code, d.rank_id)] = None
             reg = registered[f.code]
             errors.append(EngineError("rule", f.message, plugin=reg.plugin.name, version=reg.plugin.version,

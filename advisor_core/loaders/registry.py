@@ -58,7 +58,8 @@ class TableLoader:
     ``available`` answers "which canonical columns does this file have" without
     reading rows (CSV header), or ``None`` when that needs a full read.
     ``patterns`` are extra artifact file-name patterns a plugin loader brings.
-    ``read_arrow`` (optional) reads the same columns as a :class:`pyarrow.Table` with
+    ``required`` columns must all be in the file for it to be read at (see
+    :meth:`~advisor_core.model.run.Rank.usable`). ``read_arrow`` (optional) reads the same columns as a :class:`pyarrow.Table` with
     text columns dictionary-encoded — the op view's input; without it the pandas frame
     is converted.
     """
@@ -75,6 +76,7 @@ class TableLoader:
     patterns: tuple[ArtifactPattern, ...] = ()
     doc: str = ""
     read_arrow: ArrowReader | None = None
+    required: tuple[str, ...] = ()  # columns without which the table cannot be read at all
 
 
 def _csv_loader(
@@ -112,6 +114,7 @@ def _csv_loader(
         default_columns=default_columns,
         doc=spec.doc,
         read_arrow=read_arrow,
+        required=spec.required,
     )
 
 

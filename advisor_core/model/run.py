@@ -99,6 +99,26 @@ class Rank:
     def has_table(self, name: str) -> bool:
         return name in self._loaders and self.table_source(name) is not None
 
+    def usable(self, name: str, columns: Sequence[str] = ()) -> bool:
+        """Is table ``name`` present with its required columns (and ``columns``)? Reads the header only."""
+        return not self.unusable_because(name, columns)
+
+    def unusable_because(self, name: str, columns: Sequence[str] = ()) -> str | None:
+        """Why table ``name`` (with ``columns``) cannot be used on this rank, or ``None`` when it can."""
+        if not self.has_table(name):
+            return f"no {name} table"
+        have = self.columns(name)
+        if have is None:
+            return f"{name} table unreadable"
+        required = self.loader(name).required
+        if any(c not in have for c in required):
+            self._load(name, required)  # the loader says what is wrong with the file (once)
+        lacking = [c for c in (*required, *columns) if c not in have]
+        if lacking:
+            src = self.table_source(name)
+            return f"{src[0].name if src else name} lacks {', '.join(dict.fromkeys(lacking))}"
+        return None
+
     def columns(self, name: str) -> list[str] | None:
         """Canonical columns the table's file actually has (header only when possible)."""
         if name in self._available:
@@ -164,8 +184,11 @@ class Rank:
     def op_view(self) -> Any:
         """The rank's :class:`~advisor_core.opview.OpView` (distinct ops of its kernels), built once.
 
-        ``None`` when the rank has no usable kernel table.
+        ``None`` when the rank has no usable kernel table (absent, unreadable, or without
+        ``name`` and ``duration_us``).
         """
+        if self._op_view is None and not self.usable("kernels"):
+            self._op_view = False
         if self._op_view is None:
             from advisor_core.opview.build import build_op_view
 

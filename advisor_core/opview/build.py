@@ -53,11 +53,9 @@ def build_op_view(rank: Any) -> OpView | None:
     ``ProfilerStep`` windows (each kernel assigned to the window it starts in), else
     the whole profile is one step.
     """
-    if not rank.has_table("kernels"):
+    if not rank.usable("kernels"):
         return None
     have = set(rank.columns("kernels") or [])
-    if not {"name", "duration_us"} <= have:
-        return None
     wanted = [c for c in (*SIGNATURE_COLUMNS, *TIMELINE_COLUMNS) if c in have]
     table = rank.arrow_table("kernels", wanted)
     if table is None:
@@ -100,7 +98,7 @@ def op_view_from_table(table: pa.Table, *, windows: pd.DataFrame | None = None, 
 
     ops = _describe(table.take(pa.array(first)), sig)
     ops["count"] = count
-    ops["total_us"] = total
+    ops["total_us"] = total.astype(np.float64)
     ops["mean_us"] = np.divide(total, count, out=np.zeros(n_ops), where=count > 0)
     ops["min_us"] = stats["min"].to_numpy()
     ops["max_us"] = stats["max"].to_numpy()
@@ -240,9 +238,10 @@ def _describe(rows: pa.Table, sig: Sequence[str]) -> pd.DataFrame:
     out["out_formats"] = [_formats(v) for v in out["output_formats"]]
     out["in_format"] = [_format(v) for v in out["input_formats"]]
     out["out_format"] = [_format(v) for v in out["output_formats"]]
-    frame = pd.DataFrame(out)
+    frame = pd.DataFrame({k: pd.Series(v, dtype=object) if isinstance(v, list) else v for k, v in out.items()})
     frame.index = pd.RangeIndex(len(frame))
-    return frame
+    # an empty table must still have the column types rules compute with
+    return frame.astype({"backward": bool, "recompute": bool, "is_comm": bool})
 
 
 def _parse_name(name: str) -> tuple[Any, ...]:

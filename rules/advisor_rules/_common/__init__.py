@@ -10,12 +10,19 @@ is the one import a rule needs:
 * :mod:`.pipeline` — pipeline stages, per-stage evidence and the 1F1B step-time saving;
 * :mod:`.parameters` — a rank's trainable parameters, from the IR or a Llama config;
 * :mod:`.config` — plain config values and the model family the rules model;
-* :mod:`.data` — the device's wait for data per step, and the share of a device-side saving it lets show.
+* :mod:`.data` — the device's wait for data per step, and the share of a device-side saving it lets show;
+* :mod:`.conversions` — Cast and TransData time from kernels alone (the triage without an IR dump).
 """
 
 from __future__ import annotations
 
 from advisor_rules._common.config import LLAMA_TYPES, is_llama, plain
+from advisor_rules._common.conversions import (
+    ConversionTime,
+    conversion_time,
+    triage_finding,
+    unaligned_matmul_cells,
+)
 from advisor_rules._common.data import (
     DataBound,
     DataBoundEffect,
@@ -62,6 +69,10 @@ from advisor_rules._common.units import (
 )
 
 __all__ = [
+    "ConversionTime",
+    "conversion_time",
+    "triage_finding",
+    "unaligned_matmul_cells",
     "ASSUMED_CUBE_TFLOPS",
     "ASSUMED_HBM_GBPS",
     "COMM_CORE_NAMES",

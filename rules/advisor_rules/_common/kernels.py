@@ -16,7 +16,7 @@ __all__ = ["COMM_CORE_NAMES", "kernel_cell", "kernel_fixed_cost_us", "kernel_lau
 
 def kernel_time_by_scope(rank: Any) -> tuple[dict[str, float], int]:
     """Total kernel µs per IR full name over the profile, and the number of steps it covers."""
-    view = rank.op_view() if rank.has_table("kernels") else None
+    view = rank.op_view()
     if view is None or view.ops.empty:
         return {}, 1
     return view.time_by_scope(), view.steps
@@ -24,11 +24,11 @@ def kernel_time_by_scope(rank: Any) -> tuple[dict[str, float], int]:
 
 def kernel_launches_by_scope(rank: Any) -> dict[str, int]:
     """Number of kernel launches per IR full name over the profile (pairs with :func:`kernel_time_by_scope`)."""
-    view = rank.op_view() if rank.has_table("kernels") else None
+    view = rank.op_view()
     return {} if view is None else view.launches_by_scope()
 
 
 def kernel_fixed_cost_us(rank: Any) -> float:
     """Per-launch fixed cost of a device kernel (µs): the shortest compute kernel of the profile (0 without kernels)."""
-    view = rank.op_view() if rank.has_table("kernels") else None
+    view = rank.op_view()
     return 0.0 if view is None else view.fixed_cost_us()

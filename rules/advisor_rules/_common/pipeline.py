@@ -57,7 +57,7 @@ def stage_busy_and_micro(rank: Any) -> tuple[float | None, int | None]:
     decoder-layer kernel once (cell reuse), so the most frequent per-step launch count of
     a layer kernel name is the micro-batch count (recomputed copies have their own scope).
     """
-    view = rank.op_view() if rank.has_table("kernels") else None
+    view = rank.op_view()
     if view is None or view.ops.empty:
         return None, None
     busy = view.busy_us_per_step()

@@ -110,7 +110,7 @@ class Alignment16(Rule):
         if ctx.run is not None:
             pp = cfg.pipeline_stages if cfg is not None else 1
             reps = [(s, r) for s, r in stage_representatives(ctx.run, pp, cfg.device_count if cfg is not None else None)
-                    if {"type", "input_shapes", "output_shapes"} <= set(r.columns("kernels") or [])]
+                    if r.usable("kernels", ("type", "input_shapes", "output_shapes")) and r.op_view() is not None]
         source = "config"
         views: dict[int, Any] = {}
         if reps:

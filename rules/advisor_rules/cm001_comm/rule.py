@@ -108,7 +108,7 @@ class UnexpectedCommunication(Rule):
 
     def rank_evidence(self, rank: Any) -> dict[str, Any] | None:
         """The rank's gradient AllReduce tail (per-step figures; needs the op view's timeline)."""
-        return tail_of(rank, rank.op_view()) if rank.has_table("kernels") else None
+        return tail_of(rank, rank.op_view())
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         cfg = ctx.config
@@ -116,7 +116,7 @@ class UnexpectedCommunication(Rule):
         if ctx.run is not None:
             reps = [(s, r) for s, r in stage_representatives(ctx.run, cfg.pipeline_stages if cfg is not None else 1,
                                                              cfg.device_count if cfg is not None else None)
-                    if {"name", "accelerator_core", "duration_us"} <= set(r.columns("kernels") or [])]
+                    if r.usable("kernels", ("accelerator_core",)) and r.op_view() is not None]
         views = {s: r.op_view() for s, r in reps}
         found = False
         for f in redistribution_findings(self, ctx, reps, views):

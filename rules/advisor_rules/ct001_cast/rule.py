@@ -9,6 +9,7 @@ from pydantic import Field
 from advisor_core.engine import Finding, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
 from advisor_rules._common import (
     ASSUMED_HBM_GBPS,
+    triage_finding,
     fill_stages_without_ir,
     one_f_one_b_step_saving,
     pipeline_micro_batches,
@@ -68,6 +69,16 @@ class CastExcess(Rule):
         For config-driven casts, a patch sets the key to the compute dtype (unsafe:
         precision changes). For model-code casts, the finding gives the source line
         to delete (display only).
+
+    Kernel-only triage
+        With a profile and no IR dump, the rule cannot name a redundant Cast, but it
+        says how much they cost: when Cast and TransData kernels together take at
+        least ``triage_min_share_pct`` of the step time (and Casts alone at
+        least half of it), a low-severity finding gives the Casts' share, ms per step, launches,
+        the cells and layers they run in, the dtype pairs (``Input/Output Data
+        Types``) and which IR dump to take (``save_graphs`` level 1: the final
+        front-end graph ``NN_validate_*.ir`` and ``graph_build_*.ir``). No saving is
+        claimed.
     """
 
     code = "CT001"
@@ -89,6 +100,8 @@ class CastExcess(Rule):
     class Options(RuleOptions):
         min_share_pct: float = Field(0.0, ge=0, description="report chains costing at least this share of the step, %")
         hbm_gbps: float = Field(ASSUMED_HBM_GBPS, gt=0, description="bandwidth assumed for Cast time without a profile, GB/s")
+        triage_min_share_pct: float = Field(5.0, ge=0, description="profile without IR: report when Cast + TransData "
+                                            "take at least this share of the step time, %")
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         units = stage_evidence(ctx, launches=True)
@@ -98,6 +111,10 @@ class CastExcess(Rule):
                 for f in config_only(self, ctx):
                     found = True
                     yield f
+            triage = triage_finding(self, ctx, "Cast", self.options.triage_min_share_pct) if ctx.has_profile else None
+            if triage is not None:
+                found = True
+                yield triage
             if not found:
                 ctx.skip("no IR dump: Cast chains are read from the graph (kernel time alone cannot tell a redundant Cast); "
                          "the config forces no extra casts")

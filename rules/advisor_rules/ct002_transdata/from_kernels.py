@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor_rules._common import cell_path_in_layer, layer_of_scope
+from advisor_rules._common import cell_path_in_layer, layer_of_scope, unaligned_matmul_cells
 from advisor_rules.ct002_transdata.groups import SPECIAL_FORMATS, TRANS_OPS, Group
 
 
@@ -116,18 +116,6 @@ def sandwiches(view: Any, first_pos: np.ndarray, unaligned: set[str]) -> dict[st
                 if frag in nm and nm not in g.kernel_names:
                     g.kernel_names.append(nm)
     return groups
-
-
-def unaligned_matmul_cells(ops: pd.DataFrame) -> set[str]:
-    """Forward cells of MatMul ops with a dim (of an operand's last two) not a multiple of 16.
-
-    The TransData launched in those cells pad for the MatMul (AL001's).
-    """
-    out = set()
-    for r in ops[ops["type"].astype(str).str.contains("MatMul")].itertuples():
-        if any(d > 0 and d % 16 for shape in r.in_shapes for d in shape[-2:]):
-            out.add(r.forward_cell)
-    return out
 
 
 def params_from_ops(ops: pd.DataFrame, first_pos: np.ndarray) -> Group | None:

@@ -10,6 +10,7 @@ from pydantic import Field
 from advisor_core.engine import Finding, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
 from advisor_rules._common import (
     ASSUMED_HBM_GBPS,
+    triage_finding,
     fill_stages_without_ir,
     one_f_one_b_step_saving,
     pipeline_micro_batches,
@@ -62,6 +63,16 @@ class TransDataExcess(Rule):
         (use the MatMul's ``transpose_b``), so the backend can store it in FRACTAL_NZ.
         The finding names the op or weights and the source line of their consumer.
 
+    Kernel-only triage
+        With a profile, no backend IR dump and no group found in the kernel order,
+        the rule still says what TransData costs: when Cast and TransData kernels
+        together take at least ``triage_min_share_pct`` of the step time (and
+        TransData alone at least half of it; TransData in the cells of unaligned
+        MatMuls are AL001's and left out), a low-severity finding gives the
+        TransData share, ms per step, launches, the cells and layers they run in,
+        the format pairs (``Input/Output Formats``) and which IR dump to take
+        (``save_graphs`` level 1, ``graph_build_*.ir``). No saving is claimed.
+
     Time per step: the group's TransData kernels (``kernel_details``, joined to the IR
     nodes by full name) summed over the profiled steps ÷ steps — removing the
     conversions removes those kernels. With pipeline parallel one rank per stage is
@@ -84,6 +95,8 @@ class TransDataExcess(Rule):
     class Options(RuleOptions):
         min_share_pct: float = Field(0.5, ge=0, description="report groups costing at least this share of the step, %")
         hbm_gbps: float = Field(ASSUMED_HBM_GBPS, gt=0, description="bandwidth assumed without a profile, GB/s")
+        triage_min_share_pct: float = Field(5.0, ge=0, description="profile without IR and no group found: report when "
+                                            "Cast + TransData take at least this share of the step time, %")
 
     def rank_evidence(self, rank: Any) -> dict[str, Group]:
         """Sandwiches and weight conversions found in the rank's kernel order (needs the op view's timeline)."""
@@ -115,6 +128,12 @@ class TransDataExcess(Rule):
                 main.trans += g.trans
                 main.kernel_names += [nm for nm in g.kernel_names if nm not in main.kernel_names]
         if not groups:
+            has_ir = any(u.dumps is not None and ctx.ir_graph("backend", u.dumps) is not None for u in units)
+            triage = (triage_finding(self, ctx, "TransData", self.options.triage_min_share_pct)
+                      if ctx.has_profile and not has_ir else None)
+            if triage is not None:
+                yield triage
+                return
             ctx.skip("no TransData sandwich, parameter TransData or cancelling pair found")
             return
         busy = {u.stage: u.busy_us or 0.0 for u in units}

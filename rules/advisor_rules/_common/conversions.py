@@ -1,0 +1,181 @@
+"""Conversion triage from kernels alone: how much device time Cast and TransData take, and where.
+
+Without an IR dump a profile cannot tell a redundant Cast from a needed one, but it does
+say how much the conversions cost — the seed guide's own trigger ("too many conversion
+operators and the conversion takes a long time"). This module measures it from a rank's
+op view: share of the step's device time (the mean step time), µs per step, launches per step, the cells and
+layers they run in (layer indices folded, so ``layers.N.attention.wq`` is one place) and
+the dtype or format pairs they convert.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+CAST_TYPES = ("Cast",)
+TRANSDATA_TYPES = ("TransData", "TransDataRNN")
+_LAYER_ITEM = re.compile(r"/\d+-(\w+)(?=/|$)")
+
+
+@dataclass
+class ConversionTime:
+    """One kind of conversion kernel on one rank."""
+
+    rank: Any
+    kind: str  # Cast | TransData
+    us_per_step: float
+    launches_per_step: float
+    device_us_per_step: float  # the step's device time: mean step time, else compute kernel time per step
+    both_us_per_step: float  # Cast + TransData per step
+    places: list[tuple[str, float, list[int]]] = field(default_factory=list)  # (cell, µs/step, layers), largest first
+    pairs: list[tuple[str, float]] = field(default_factory=list)  # ("Float32→Float16", µs/step), largest first
+    example: str | None = None  # the longest op's kernel name
+
+    @property
+    def share_pct(self) -> float:
+        return 100.0 * self.us_per_step / self.device_us_per_step if self.device_us_per_step else 0.0
+
+    @property
+    def both_share_pct(self) -> float:
+        return 100.0 * self.both_us_per_step / self.device_us_per_step if self.device_us_per_step else 0.0
+
+
+def unaligned_matmul_cells(ops: pd.DataFrame) -> set[str]:
+    """Forward cells of MatMul ops with a dim (of an operand's last two) not a multiple of 16.
+
+    The TransData launched in those cells pad for the MatMul: an alignment cost (AL001's),
+    not a layout problem.
+    """
+    out = set()
+    for r in ops[ops["type"].astype(str).str.contains("MatMul")].itertuples():  # distinct ops
+        if any(d > 0 and d % 16 for shape in r.in_shapes for d in shape[-2:]):
+            out.add(r.forward_cell)
+    return out
+
+
+def conversion_time(rank: Any, kind: str) -> ConversionTime | None:
+    """Cast (``kind="Cast"``) or TransData time of ``rank`` from its op view (``None`` without kernels).
+
+    TransData in the cells of unaligned MatMuls are left out (AL001 explains them).
+    """
+    view = rank.op_view()
+    if view is None or view.ops.empty:
+        return None
+    ops = view.compute
+    padding = unaligned_matmul_cells(view.ops)
+    ops = ops[~(ops["type"].isin(TRANSDATA_TYPES) & ops["forward_cell"].isin(padding))]
+    types = CAST_TYPES if kind == "Cast" else TRANSDATA_TYPES
+    mine = ops[ops["type"].isin(types)]
+    both = ops[ops["type"].isin(CAST_TYPES + TRANSDATA_TYPES)]
+    steps = view.steps
+    from advisor_core.analyses.step_time import mean_step_time_us
+
+    device = mean_step_time_us(rank) or float(ops["total_us"].sum()) / steps
+    out = ConversionTime(rank, kind, float(mine["total_us"].sum()) / steps, float(mine["count"].sum()) / steps,
+                         device, float(both["total_us"].sum()) / steps)
+    if mine.empty:
+        return out
+    cells: dict[str, tuple[float, set[int]]] = {}
+    for r in mine.itertuples():  # distinct ops
+        where = _LAYER_ITEM.sub(r"/N-\1", r.forward_cell or r.name)
+        t, layers = cells.get(where, (0.0, set()))
+        cells[where] = (t + r.per_step_us, layers | ({int(r.layer)} if pd.notna(r.layer) else set()))
+    out.places = sorted(((c, t, sorted(ls)) for c, (t, ls) in cells.items()), key=lambda x: -x[1])
+    pairs: dict[str, float] = {}
+    for r in mine.itertuples():
+        a, b = (r.in_dtypes, r.out_dtypes) if kind == "Cast" else (r.in_formats, r.out_formats)
+        key = f"{a[0] if a else '?'}→{b[0] if b else '?'}"
+        pairs[key] = pairs.get(key, 0.0) + r.per_step_us
+    out.pairs = sorted(pairs.items(), key=lambda kv: -kv[1])
+    out.example = str(mine.sort_values("total_us", ascending=False)["name"].iloc[0])
+    return out
+
+
+def short_place(cell: str) -> str:
+    """``Default/…/layers-CellList/N-LLamaDecodeLayer/attention-LLamaAttention/wq-Linear`` → ``layers.N.attention.wq``."""
+    segs = [s for s in cell.split("/") if s and s not in ("Default", "Gradients")]
+    attrs = []
+    for s in segs:
+        if s.startswith(("network-", "_backbone-", "_VirtualDatasetCell")):
+            continue
+        attr = s.split("-", 1)[0]
+        attrs.append(attr)
+    return ".".join(attrs[-4:]) or cell
+
+
+IR_ADVICE = {
+    "Cast": ("dump the IR of the same run (MS_DEV_SAVE_GRAPHS=1, or save_graphs: 1 in the MindFormers context; "
+             "MS_DEV_DUMP_IR_PASSES=validate,graph_build keeps only the two files needed) and analyse the profile with "
+             "it: the final front-end graph (NN_validate_*.ir) says which Casts the model code or AMP wrote and the "
+             "backend kernel graph (graph_build_*.ir) which the backend added, so CT001 can tell redundant ones"),
+    "TransData": ("dump the backend kernel graph of the same run (MS_DEV_SAVE_GRAPHS=1, or save_graphs: 1 in the "
+                  "MindFormers context; MS_DEV_DUMP_IR_PASSES=graph_build keeps just graph_build_*.ir) and analyse the "
+                  "profile with it: TransData nodes and the device formats of their neighbours exist only there, so "
+                  "CT002 can tell an ND-forcing op or a weight converted every step"),
+}
+
+
+def triage_finding(rule: Any, ctx: Any, kind: str, min_share_pct: float) -> Any:
+    """A low-severity finding when conversions take at least ``min_share_pct`` of the step (``None`` otherwise).
+
+    The rank where Cast + TransData weigh most stands for the run; the finding reports this
+    rule's kind (Cast or TransData) when it alone is at least half the threshold, and says
+    which IR dump would name the redundant ones. No saving is claimed: which conversions
+    can go is exactly what the kernels cannot tell.
+    """
+    from advisor_core.engine import Evidence, Finding, Location, Severity
+
+    if ctx.run is None:
+        return None
+    measured = [c for c in (conversion_time(r, kind) for r in ctx.run) if c is not None and c.device_us_per_step > 0]
+    if not measured:
+        return None
+    worst = max(measured, key=lambda c: (c.both_share_pct, c.us_per_step))
+    if worst.both_share_pct < min_share_pct:
+        ctx.skip(f"Cast and TransData kernels take {worst.both_share_pct:.1f}% of the step on rank {worst.rank.rank_id} "
+                 f"(< {min_share_pct}%)")
+        return None
+    if worst.share_pct < min_share_pct / 2:
+        ctx.skip(f"conversions take {worst.both_share_pct:.1f}% of the step on rank {worst.rank.rank_id}, but {kind} "
+                 f"kernels only {worst.share_pct:.1f}% (< {min_share_pct / 2}%)")
+        return None
+    places = "; ".join(f"{short_place(c)} {t / 1000:.2f} ms" + (f" ({len(ls)} layers)" if len(ls) > 1 else "")
+                       for c, t, ls in worst.places[:3])
+    pairs = ", ".join(f"{p} {t / 1000:.2f} ms" for p, t in worst.pairs[:3])
+    what = "dtype" if kind == "Cast" else "format"
+    msg = [
+        f"On rank {worst.rank.rank_id}, {kind} kernels run {worst.us_per_step / 1000:.2f} ms per step "
+        f"({worst.launches_per_step:.0f} launches), {worst.share_pct:.1f}% of the {worst.device_us_per_step / 1000:.2f} ms "
+        f"step; Cast and TransData together {worst.both_share_pct:.1f}%.",
+        f"Most time in: {places}." if places else "",
+        f"By {what}: {pairs}." if pairs else "",
+        "The kernels alone cannot tell which conversions are redundant (a lossy round trip, a cast the backend undoes, "
+        "an op forcing ND) and which the model needs; to find out, " + IR_ADVICE[kind] + ".",
+    ]
+    src = worst.rank.table_source("kernels")
+    return Finding(
+        code=rule.code,
+        rule=rule.name,
+        title=(f"{kind} kernels take {worst.share_pct:.1f}% of the step ({worst.us_per_step / 1000:.2f} ms); "
+               "an IR dump would tell which are redundant"),
+        message=" ".join(m for m in msg if m),
+        severity=Severity.LOW,
+        saving_us=None,
+        step_time_us=ctx.step_time_us(worst.rank),
+        confidence=0.3,
+        evidence=[
+            Evidence(name=f"{kind.lower()}_time_per_step", value=round(worst.us_per_step, 3), unit="µs",
+                     source="kernel_details.csv"),
+            Evidence(name=f"{kind.lower()}_share", value=round(worst.share_pct, 3), unit="%"),
+            Evidence(name="conversion_share", value=round(worst.both_share_pct, 3), unit="%", threshold=min_share_pct),
+            Evidence(name=f"{kind.lower()}_launches_per_step", value=round(worst.launches_per_step, 1)),
+        ],
+        locations=[Location(kind="profile", path=str(src[0]) if src else None, table="kernels", op=worst.example,
+                            rank=worst.rank.rank_id, note=f"the longest {kind} kernel")],
+        rank=worst.rank.rank_id,
+        tags=list(rule.tags),
+    )
