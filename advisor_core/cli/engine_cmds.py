@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -111,14 +112,19 @@ def render(result: Any, host: Any, fmt: str, output: Path | None, ctx: Any) -> N
 @click.option("-v", "--verbose", is_flag=True, help="Also print informational diagnostics.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Worker processes for the per-rank work [default: every core, when the run is large enough].")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Run the per-rank work on a Dask cluster: tcp://HOST:PORT, or 'local' for a local one "
+                   "(also [tool.advisor] scheduler, ADVISOR_SCHEDULER; needs the dask extra).")
+@click.option("--scheduler-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+              help="Seconds to reach the scheduler and find a worker.")
 @click.option("--timings", is_flag=True, help="Print seconds per load and per rule on stderr.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress display on stderr.")
 @plugin_options
 def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs: tuple[Path, ...], config: Path | None,
                     select: tuple[str, ...], extend_select: tuple[str, ...], ignore: tuple[str, ...], fmt: str | None,
                     output: Path | None, fail_on: str | None, no_fixes: bool, verbose: bool, jobs: int | None,
-                    timings: bool, quiet: bool, no_plugins: bool, plugin_flags: tuple[str, ...],
-                    settings_file: Path | None) -> None:
+                    scheduler: str | None, scheduler_timeout: float, timings: bool, quiet: bool, no_plugins: bool,
+                    plugin_flags: tuple[str, ...], settings_file: Path | None) -> None:
     """Find what is slow in a training run, ranked by the time it would win.
 
     Each PATH is classified automatically — profile directory, cluster parent,
@@ -126,6 +132,7 @@ def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs:
     these; --profile/--graphs/--config override. Exit code: 0 no finding at or
     above --fail-on, 1 findings, 2 usage or input error (or a plugin/rule failed).
     """
+    from advisor_core.engine.dask_units import SchedulerError
     from advisor_core.engine.runner import SelectionError
     from advisor_core.engine.session import Session, SessionOptions
     from advisor_core.report.base import RenderContext
@@ -136,7 +143,9 @@ def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs:
     host = _host(no_plugins, plugin_flags, settings)
     session = Session(
         list(paths),
-        SessionOptions(profiles=list(profiles), graphs=list(graphs), config=config, settings=settings, jobs=jobs),
+        SessionOptions(profiles=list(profiles), graphs=list(graphs), config=config, settings=settings, jobs=jobs,
+                       scheduler=scheduler or os.environ.get("ADVISOR_SCHEDULER") or settings.scheduler,
+                       scheduler_timeout=scheduler_timeout),
         host=host,
     )
     sel = _codes(select)
@@ -153,6 +162,9 @@ def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs:
             result = session.analyze(select=sel, ignore=_codes(ignore), progress=progress)
     except SelectionError as exc:
         raise click.UsageError(str(exc)) from None
+    except SchedulerError as exc:
+        stderr_console().print(f"advisor: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise SystemExit(EXIT_ERROR) from None
     if timings:
         print_timings(result, time.perf_counter() - started, err)
     ctx = RenderContext(inputs=result.inputs, fail_on=fail_on or settings.fail_on, show_fixes=not no_fixes)

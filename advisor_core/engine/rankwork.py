@@ -235,6 +235,7 @@ def run_rank_units(
     workers: int | None,
     plugins: PluginSpec | None,
     progress: Callable[[int, int], None] | None = None,
+    cluster: Any = None,
 ) -> list[RankDigest]:
     """The unit for every rank, in rank order.
 
@@ -243,9 +244,16 @@ def run_rank_units(
     processes. ``None`` picks every core: a pool when the run is large enough to gain
     from it (:data:`AUTO_PARALLEL_MIN_BYTES` of kernel tables), else this process with
     Arrow's threads. ``plugins=None`` (a host built by hand, as tests do) keeps the work
-    in this process, since a worker could not rebuild it.
+    in this process, since a worker could not rebuild it. ``cluster`` (a
+    :class:`~advisor_core.engine.dask_units.DaskUnits`) sends the units to Dask instead.
     """
     n = len(ranks)
+    if cluster is not None:
+        if plugins is None:
+            from advisor_core.engine.dask_units import SchedulerError
+
+            raise SchedulerError("--scheduler needs the plugins loaded from their entry points (a worker loads the same)")
+        return cluster.run(ranks, rules, plugins, progress)
     single_core = workers == 1
     workers = pool_size(ranks, workers)
     if workers <= 1 or plugins is None or not _main_is_importable():
@@ -327,7 +335,10 @@ def adopt_digests(ranks: Mapping[int, Any], digests: Iterable[RankDigest], sink:
     """Put each digest's op view and derived values on its rank and its diagnostics in ``sink``, in rank order."""
     for d in sorted(digests, key=lambda d: d.rank_id):
         rank = ranks[d.rank_id]
-        rank.adopt_op_view(d.op_view)
+        if hasattr(d.op_view, "fetch"):  # left on a Dask worker: fetched when a rule asks
+            rank.adopt_op_view_loader(d.op_view.fetch)
+        else:
+            rank.adopt_op_view(d.op_view)
         rank.adopt_derived(d.derived)
         rank.adopt_tables(d.tables)
         sink.extend(d.diagnostics)

@@ -122,12 +122,14 @@ def run_rules(
     render_diffs: bool = True,
     workers: int | None = 1,
     progress: Any = None,
+    cluster: Any = None,
 ) -> AnalysisResult:
     """Run the selected rules over ``inputs`` (see module docstring). Raises :class:`SelectionError`.
 
     ``workers`` processes run the per-rank units (:mod:`advisor_core.engine.rankwork`;
-    ``None``: every core when the run is large enough); ``progress`` (optional) is
-    told ``(phase, done, total)`` as ranks and rules complete.
+    ``None``: every core when the run is large enough), or a Dask ``cluster``
+    (:class:`~advisor_core.engine.dask_units.DaskUnits`); ``progress`` (optional) is told
+    ``(phase, done, total)`` as ranks and rules complete.
     """
     rules = host.rules()
     codes = select_rules(rules, select, ignore)
@@ -156,7 +158,7 @@ def run_rules(
                                       traceback=traceback.format_exc()))
     available = {code: any(inputs.available(n) for n in rules[code].cls.requires.any_of) for code in instances}
     unit_seconds = _rank_units(inputs, host, rules, {c: i for c, i in instances.items() if available[c]}, opts,
-                               workers, progress, errors)
+                               workers, progress, errors, cluster)
     for i, code in enumerate(codes):
         reg = rules[code]
         cls = reg.cls
@@ -232,7 +234,7 @@ def _needs_units(rule: Rule) -> bool:
 
 def _rank_units(inputs: AnalysisInputs, host: PluginHost, registered: Mapping[str, RegisteredRule],
                 instances: Mapping[str, Rule], raw_options: Mapping[str, Mapping[str, Any]], workers: int | None,
-                progress: Any, errors: list[EngineError]) -> dict[str, float]:
+                progress: Any, errors: list[EngineError], cluster: Any = None) -> dict[str, float]:
     """Run the per-rank units (op views, shared derived values, rules' rank evidence) and adopt them.
 
     Returns the seconds spent in each rule's ``rank_evidence`` (summed over ranks), plus
@@ -245,7 +247,8 @@ def _rank_units(inputs: AnalysisInputs, host: PluginHost, registered: Mapping[st
         return {}
     units = [(code, inst, raw_options.get(code) or {}) for code, inst in instances.items()]
     digests = run_rank_units(list(run), units, workers=workers, plugins=host.spec,
-                             progress=(lambda done, total: progress("ranks", done, total)) if progress else None)
+                             progress=(lambda done, total: progress("ranks", done, total)) if progress else None,
+                             cluster=cluster)
     adopt_digests(run.ranks, digests, inputs.sink)
     seconds: dict[str, float] = {}
     for d in digests:

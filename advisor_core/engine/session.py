@@ -37,6 +37,8 @@ class SessionOptions:
     block_plugins: Sequence[str] = ()
     settings: Settings = field(default_factory=Settings)
     jobs: int | None = None  # worker processes for the per-rank work; None: every core when it pays
+    scheduler: str | None = None  # a Dask scheduler address (tcp://HOST:PORT) or "local" for the per-rank work
+    scheduler_timeout: float = 30.0  # seconds to reach the scheduler and find a worker
 
 
 class Session:
@@ -82,7 +84,7 @@ class Session:
 
         if self.profile_paths:
             self._run = load_run(*self.profile_paths, sink=self.sink, loaders=self._loaders(), report_empty=True)
-            if self.host.spec is not None:
+            if self.host.spec is not None and not self.options.scheduler:
                 from advisor_core.engine.rankwork import prewarm
 
                 prewarm(list(self._run), self.options.jobs)
@@ -149,8 +151,19 @@ class Session:
         ign = list(ignore) if ignore is not None else s.ignore
         opts = dict(s.rule_options)
         opts.update({k.upper(): dict(v) for k, v in (options or {}).items()})
-        result = run_rules(self.inputs(), self.host, select=sel, ignore=ign, options=opts,
-                           workers=self.options.jobs, progress=progress)
+        cluster = None
+        if self.options.scheduler:
+            from advisor_core.engine.dask_units import DaskUnits
+
+            cluster = DaskUnits(self.options.scheduler, self.options.scheduler_timeout)  # fails before any work
+        try:
+            result = run_rules(self.inputs(), self.host, select=sel, ignore=ign, options=opts,
+                               workers=self.options.jobs, progress=progress, cluster=cluster)
+        finally:
+            if cluster is not None:
+                for rank in self.run or []:
+                    rank.forget_op_view_loader()
+                cluster.close()
         result.inputs = self.describe_inputs()
         return result
 

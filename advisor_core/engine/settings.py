@@ -11,6 +11,7 @@ accepted too). Keys::
     ignore = ["AL001"]
     fail-on = "medium"              # high | medium | low | never
     format = "text"
+    scheduler = "tcp://10.0.0.5:8786" # run the per-rank work on this Dask cluster ("local": a local one)
     [plugins]
     autoload = true
     load = ["my-plugin"]            # load even when autoload is off
@@ -35,7 +36,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-KNOWN_KEYS = {"select", "extend-select", "ignore", "fail-on", "format", "plugins", "rules", "output", "host"}
+KNOWN_KEYS = {"select", "extend-select", "ignore", "fail-on", "format", "plugins", "rules", "output", "host", "scheduler"}
 FAIL_LEVELS = ("high", "medium", "low", "never")
 
 
@@ -56,6 +57,7 @@ class Settings:
     plugin_tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     host: dict[str, Any] = field(default_factory=dict)
+    scheduler: str | None = None
     source: str | None = None
 
     def effective_select(self) -> list[str] | None:
@@ -74,6 +76,7 @@ class Settings:
                         "block": self.plugins_block},
             "rules": self.rule_options,
             "host": self.host,
+            "scheduler": self.scheduler,
             "source": self.source,
         }
 
@@ -157,6 +160,10 @@ def parse_settings(table: dict[str, Any], source: str | None) -> Settings:
     if not isinstance(host, dict):
         raise SettingsError(f"{where}: host must be a table")
     s.host = dict(host)
+    if "scheduler" in table:
+        if not isinstance(table["scheduler"], str) or not table["scheduler"].strip():
+            raise SettingsError(f"{where}: scheduler must be a Dask scheduler address (tcp://HOST:PORT) or \"local\"")
+        s.scheduler = table["scheduler"].strip()
     return s
 
 

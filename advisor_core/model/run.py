@@ -187,6 +187,8 @@ class Rank:
         ``None`` when the rank has no usable kernel table (absent, unreadable, or without
         ``name`` and ``duration_us``).
         """
+        if callable(self._op_view):  # held elsewhere (a Dask worker): fetch it now
+            self._op_view = self._op_view() or False
         if self._op_view is None and not self.usable("kernels"):
             self._op_view = False
         if self._op_view is None:
@@ -227,6 +229,15 @@ class Rank:
         """Cache table reads made elsewhere (a worker process) for this rank."""
         for key, value in loaded.items():
             self._cache.setdefault(key, value)
+
+    def adopt_op_view_loader(self, fetch: Callable[[], Any]) -> None:
+        """The op view is held elsewhere (a Dask worker); ``fetch()`` brings it the first time it is needed."""
+        self._op_view = fetch
+
+    def forget_op_view_loader(self) -> None:
+        """The place holding the op view is gone: build it from the files again if it is asked for."""
+        if callable(self._op_view):
+            self._op_view = None
 
     def adopt_op_view(self, view: Any) -> None:
         """Cache an op view built elsewhere (a worker process) for this rank."""
