@@ -1,11 +1,11 @@
 """The per-rank units on a Dask cluster (``analyze --scheduler tcp://HOST:PORT`` or ``local``).
 
 The same unit the local pool runs (:func:`advisor_core.engine.rankwork.run_rank_job`)
-becomes one Dask task per rank; each worker reads its rank's files from the shared
-path. A second small task per rank (:func:`digest_summary`) strips the op view, so only
-the summary travels back: step breakdowns, the rules' rank evidence and tables,
-diagnostics. Op views stay on the workers and are fetched only for the ranks a rule
-asks (one per pipeline stage for the built-in rules). Nothing but the project's own
+becomes one Dask task per rank (:func:`rank_summary`); each worker reads its rank's
+files from the shared path, and only the summary travels back: step breakdowns, the
+rules' rank evidence and tables, diagnostics — not the op view. A rule that asks for a
+rank's op view (one rank per pipeline stage for the built-in rules) gets it from one
+more task (:func:`rank_op_view`), so nothing is held on the workers between tasks. Nothing but the project's own
 functions and plain data (the rank's :class:`RankSource`, rule codes and options) is
 sent; paths are resolved and checked before submission.
 
@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from advisor_core.diagnostics import Diagnostic
+from advisor_core.diagnostics import Diagnostic, DiagnosticSink
 from advisor_core.engine.rankwork import PluginSpec, RankDigest, RankJob, default_workers, run_rank_job
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -35,13 +35,21 @@ class SchedulerError(RuntimeError):
     """The Dask cluster cannot be used at all (one line, said before any work)."""
 
 
-def digest_summary(digest: RankDigest) -> RankDigest:
-    """The digest without its op view: what travels back to the client."""
-    return replace(digest, op_view=None)
+def rank_summary(job: RankJob) -> RankDigest:
+    """A worker's task: the rank's unit, returned without its op view (what travels back to the client)."""
+    return replace(run_rank_job(job), op_view=None)
 
 
-def op_view_of(digest: RankDigest) -> Any:
-    return digest.op_view
+def rank_op_view(job: RankJob) -> Any:
+    """A worker's task: the rank's op view (without its timeline), for a rule that asks for that rank."""
+    from advisor_core.engine.session import table_loaders
+    from advisor_core.model.run import Rank
+
+    from advisor_core.engine.rankwork import _plugin_host
+
+    rank = Rank(job.source, table_loaders(_plugin_host(job.plugins)), DiagnosticSink())
+    view = rank.op_view()
+    return view.without_timeline() if view is not None else None
 
 
 class DaskUnits:
@@ -74,7 +82,6 @@ class DaskUnits:
             self.close()
             raise SchedulerError(f"the Dask scheduler at {address} has no workers (waited {timeout:g} s); "
                                  f"start some with `dask worker {address}`") from None
-        self._held: list[Any] = []
 
     def workers(self) -> set[str]:
         return set(self.client.scheduler_info().get("workers", {}))
@@ -89,11 +96,8 @@ class DaskUnits:
         before = self.workers()
         jobs = [RankJob(_checked_source(r._source), tuple((c, dict(raw)) for c, _, raw in rules), plugins)
                 for r in ranks]
-        units = [self.client.submit(run_rank_job, j, key=f"advisor-unit-{token}-{r.rank_id}", pure=False, retries=1)
-                 for j, r in zip(jobs, ranks)]
-        summaries = {self.client.submit(digest_summary, u, key=f"advisor-summary-{token}-{r.rank_id}", pure=False,
-                                        retries=1): i for i, (u, r) in enumerate(zip(units, ranks))}
-        self._held.extend(units)
+        summaries = {self.client.submit(rank_summary, j, key=f"advisor-unit-{token}-{r.rank_id}", pure=False,
+                                        retries=1): i for i, (j, r) in enumerate(zip(jobs, ranks))}
         results: dict[int, RankDigest] = {}
         pending = set(summaries)
         while pending:
@@ -107,7 +111,7 @@ class DaskUnits:
                 except Exception as exc:  # noqa: BLE001 - a lost rank is reported, not fatal
                     results[i] = _lost(ranks[i], f"its task failed on the cluster ({type(exc).__name__}: {exc})")
                     continue
-                d.op_view = _LazyOpView(self.client, units[i])
+                d.op_view = _RemoteOpView(self.client, jobs[i])
                 results[i] = d
                 if progress:
                     progress(len(results), len(ranks))
@@ -124,25 +128,24 @@ class DaskUnits:
         return [results[i] for i in range(len(ranks))]
 
     def close(self) -> None:
-        """Release the results kept on the workers and disconnect (stop the local cluster)."""
+        """Disconnect (and stop the local cluster)."""
         for obj in (getattr(self, "client", None), self._cluster):
             if obj is not None:
                 try:
                     obj.close()
                 except Exception:  # noqa: BLE001 - closing must not mask the analysis's result
                     pass
-        self._held = []
 
 
-class _LazyOpView:
-    """An op view left on a worker; :meth:`fetch` brings it over (Rank.op_view calls it on first use)."""
+class _RemoteOpView:
+    """A rank's op view built by a worker when first asked for (Rank.op_view calls :meth:`fetch`)."""
 
-    def __init__(self, client: Any, unit: Any) -> None:
+    def __init__(self, client: Any, job: RankJob) -> None:
         self._client = client
-        self._unit = unit
+        self._job = job
 
     def fetch(self) -> Any:
-        return self._client.submit(op_view_of, self._unit, pure=False).result()
+        return self._client.submit(rank_op_view, self._job, pure=False, retries=1).result()
 
 
 def _checked_source(source: Any) -> Any:

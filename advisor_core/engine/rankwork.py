@@ -146,17 +146,23 @@ def _init_worker() -> None:
 _WORKER_HOSTS: dict[PluginSpec, Any] = {}
 
 
+def _plugin_host(spec: PluginSpec) -> Any:
+    """The plugin host a worker builds once for ``spec`` (the same plugins as the client)."""
+    from advisor_core.engine.plugins import load_plugins
+
+    host = _WORKER_HOSTS.get(spec)
+    if host is None:
+        host = _WORKER_HOSTS[spec] = load_plugins(autoload=spec.autoload, load=spec.load, block=spec.block)
+    return host
+
+
 def run_rank_job(job: RankJob) -> RankDigest:
     """A worker's entry point: rebuild the rank from its source, then :func:`digest_rank`."""
-    from advisor_core.engine.plugins import load_plugins
     from advisor_core.engine.runner import rule_options
     from advisor_core.engine.session import table_loaders
     from advisor_core.model.run import Rank
 
-    host = _WORKER_HOSTS.get(job.plugins)
-    if host is None:
-        host = _WORKER_HOSTS[job.plugins] = load_plugins(autoload=job.plugins.autoload, load=job.plugins.load,
-                                                          block=job.plugins.block)
+    host = _plugin_host(job.plugins)
     registered = host.rules()
     sink = DiagnosticSink()
     rank = Rank(job.source, table_loaders(host), sink)

@@ -87,7 +87,7 @@ def test_scheduler_setting_and_environment(run16: Path, tmp_path: Path, cluster)
     assert json.loads(out.read_text())["findings"]
     with Client(cluster.scheduler_address, timeout="10s") as c:  # the run's tasks went to this cluster
         prefixes = c.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
-    assert {"advisor-unit", "advisor-summary"} <= set(prefixes)
+    assert {"advisor-unit", "rank_op_view"} <= set(prefixes)  # units, and op views fetched for rules
     proc = run_cli("analyze", str(run16), "--format", "json", "-o", str(out), "--no-plugins", "--scheduler-timeout", "2",
                    env={"ADVISOR_SCHEDULER": "tcp://127.0.0.1:9"}, cwd=tmp_path)
     assert proc.returncode == 2 and "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in proc.stderr

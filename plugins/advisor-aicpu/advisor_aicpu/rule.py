@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from pydantic import Field
 
+from advisor_core.analyses.step_time import mean_step_time_us
 from advisor_core.engine import (
     Evidence,
     Finding,
@@ -70,32 +71,39 @@ class AicpuShare(Rule):
         min_op_us: float = Field(20.0, ge=0, description="ignore AI_CPU ops never longer than this, µs")
         aicore_speedup: float = Field(10.0, gt=1, description="assumed speed-up of the AI Core rewrite")
 
+    def rank_evidence(self, rank: Any) -> dict[str, Any] | None:
+        """AI_CPU time of one rank, by op type (runs where the rank's files are read; small result)."""
+        view = rank.op_view()  # the rank's kernels as distinct ops (advisor_core.opview)
+        if view is None or not view.has_columns("accelerator_core"):
+            return None
+        cpu = view.ops[view.ops["accelerator_core"] == "AI_CPU"]
+        if cpu.empty or cpu["max_us"].max() < self.options.min_op_us:
+            return None
+        steps = view.steps
+        step_us = mean_step_time_us(rank) or float(view.ops["total_us"].sum()) / steps
+        per_step = float(cpu["total_us"].sum()) / steps
+        by_type: dict[str, dict] = {}
+        for typ, ops in cpu.groupby(cpu["type"].fillna(cpu["name"]), sort=False):  # one row per op type
+            by_type[str(typ)] = {
+                "count": int(ops["count"].sum()),
+                "total_us": float(ops["total_us"].sum()),
+                "max_us": float(ops["max_us"].max()),
+                "dtypes": {str(x) for x in ops["input_dtypes"] if x},
+                "names": set(ops["name"].astype(str)),
+            }
+        share = 100.0 * per_step / step_us if step_us else 0.0
+        return {"share": share, "per_step": per_step, "step_us": step_us, "steps": steps, "by_type": by_type}
+
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         opts = self.options
         assert ctx.run is not None
         worst: tuple[float, int, dict] | None = None
         affected: list[int] = []
         for rank in ctx.run:
-            view = rank.op_view()  # the rank's kernels as distinct ops (advisor_core.opview)
-            if view is None or not view.has_columns("accelerator_core"):
+            detail = ctx.rank_evidence(rank)
+            if detail is None:
                 continue
-            cpu = view.ops[view.ops["accelerator_core"] == "AI_CPU"]
-            if cpu.empty or cpu["max_us"].max() < opts.min_op_us:
-                continue
-            steps = view.steps
-            step_us = ctx.step_time_us(rank) or float(view.ops["total_us"].sum()) / steps
-            per_step = float(cpu["total_us"].sum()) / steps
-            share = 100.0 * per_step / step_us if step_us else 0.0
-            by_type: dict[str, dict] = {}
-            for typ, ops in cpu.groupby(cpu["type"].fillna(cpu["name"]), sort=False):  # one row per op type
-                by_type[str(typ)] = {
-                    "count": int(ops["count"].sum()),
-                    "total_us": float(ops["total_us"].sum()),
-                    "max_us": float(ops["max_us"].max()),
-                    "dtypes": {str(x) for x in ops["input_dtypes"] if x},
-                    "names": set(ops["name"].astype(str)),
-                }
-            detail = {"share": share, "per_step": per_step, "step_us": step_us, "steps": steps, "by_type": by_type}
+            share = detail["share"]
             if share >= opts.min_share_pct:
                 affected.append(rank.rank_id)
             if worst is None or share > worst[0]:

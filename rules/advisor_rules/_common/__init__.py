@@ -19,6 +19,7 @@ from __future__ import annotations
 from advisor_rules._common.config import LLAMA_TYPES, is_llama, plain
 from advisor_rules._common.conversions import (
     ConversionTime,
+    conversion_evidence,
     conversion_time,
     triage_finding,
     unaligned_matmul_cells,
@@ -70,6 +71,7 @@ from advisor_rules._common.units import (
 
 __all__ = [
     "ConversionTime",
+    "conversion_evidence",
     "conversion_time",
     "triage_finding",
     "unaligned_matmul_cells",

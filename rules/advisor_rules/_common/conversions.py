@@ -23,9 +23,9 @@ _LAYER_ITEM = re.compile(r"/\d+-(\w+)(?=/|$)")
 
 @dataclass
 class ConversionTime:
-    """One kind of conversion kernel on one rank."""
+    """One kind of conversion kernel on one rank (small and picklable: a rule's rank evidence)."""
 
-    rank: Any
+    rank_id: int
     kind: str  # Cast | TransData
     us_per_step: float
     launches_per_step: float
@@ -75,7 +75,7 @@ def conversion_time(rank: Any, kind: str) -> ConversionTime | None:
     from advisor_core.analyses.step_time import mean_step_time_us
 
     device = mean_step_time_us(rank) or float(ops["total_us"].sum()) / steps
-    out = ConversionTime(rank, kind, float(mine["total_us"].sum()) / steps, float(mine["count"].sum()) / steps,
+    out = ConversionTime(rank.rank_id, kind, float(mine["total_us"].sum()) / steps, float(mine["count"].sum()) / steps,
                          device, float(both["total_us"].sum()) / steps)
     if mine.empty:
         return out
@@ -119,28 +119,42 @@ IR_ADVICE = {
 }
 
 
-def triage_finding(rule: Any, ctx: Any, kind: str, min_share_pct: float) -> Any:
+def conversion_evidence(rank: Any) -> dict[str, ConversionTime | None]:
+    """Cast and TransData time of one rank: what a rule's ``rank_evidence`` returns for the triage."""
+    return {kind: conversion_time(rank, kind) for kind in ("Cast", "TransData")}
+
+
+def triage_finding(rule: Any, ctx: Any, kind: str, min_share_pct: float, key: str | None = None) -> Any:
     """A low-severity finding when conversions take at least ``min_share_pct`` of the step (``None`` otherwise).
 
     The rank where Cast + TransData weigh most stands for the run; the finding reports this
     rule's kind (Cast or TransData) when it alone is at least half the threshold, and says
     which IR dump would name the redundant ones. No saving is claimed: which conversions
-    can go is exactly what the kernels cannot tell.
+    can go is exactly what the kernels cannot tell. Each rank's figures come from the
+    rule's rank evidence (:func:`conversion_evidence`, under ``key`` when the evidence is
+    a mapping holding more), measured where the rank was read.
     """
     from advisor_core.engine import Evidence, Finding, Location, Severity
 
     if ctx.run is None:
         return None
-    measured = [c for c in (conversion_time(r, kind) for r in ctx.run) if c is not None and c.device_us_per_step > 0]
+    measured = []
+    for r in ctx.run:
+        ev = ctx.rank_evidence(r) or {}
+        ev = ev.get(key, {}) if key else ev
+        c = (ev or {}).get(kind)
+        if c is not None and c.device_us_per_step > 0:
+            measured.append(c)
     if not measured:
         return None
     worst = max(measured, key=lambda c: (c.both_share_pct, c.us_per_step))
+    rank = ctx.run.rank(worst.rank_id)
     if worst.both_share_pct < min_share_pct:
-        ctx.skip(f"Cast and TransData kernels take {worst.both_share_pct:.1f}% of the step on rank {worst.rank.rank_id} "
+        ctx.skip(f"Cast and TransData kernels take {worst.both_share_pct:.1f}% of the step on rank {worst.rank_id} "
                  f"(< {min_share_pct}%)")
         return None
     if worst.share_pct < min_share_pct / 2:
-        ctx.skip(f"conversions take {worst.both_share_pct:.1f}% of the step on rank {worst.rank.rank_id}, but {kind} "
+        ctx.skip(f"conversions take {worst.both_share_pct:.1f}% of the step on rank {worst.rank_id}, but {kind} "
                  f"kernels only {worst.share_pct:.1f}% (< {min_share_pct / 2}%)")
         return None
     places = "; ".join(f"{short_place(c)} {t / 1000:.2f} ms" + (f" ({len(ls)} layers)" if len(ls) > 1 else "")
@@ -148,7 +162,7 @@ def triage_finding(rule: Any, ctx: Any, kind: str, min_share_pct: float) -> Any:
     pairs = ", ".join(f"{p} {t / 1000:.2f} ms" for p, t in worst.pairs[:3])
     what = "dtype" if kind == "Cast" else "format"
     msg = [
-        f"On rank {worst.rank.rank_id}, {kind} kernels run {worst.us_per_step / 1000:.2f} ms per step "
+        f"On rank {worst.rank_id}, {kind} kernels run {worst.us_per_step / 1000:.2f} ms per step "
         f"({worst.launches_per_step:.0f} launches), {worst.share_pct:.1f}% of the {worst.device_us_per_step / 1000:.2f} ms "
         f"step; Cast and TransData together {worst.both_share_pct:.1f}%.",
         f"Most time in: {places}." if places else "",
@@ -156,7 +170,7 @@ def triage_finding(rule: Any, ctx: Any, kind: str, min_share_pct: float) -> Any:
         "The kernels alone cannot tell which conversions are redundant (a lossy round trip, a cast the backend undoes, "
         "an op forcing ND) and which the model needs; to find out, " + IR_ADVICE[kind] + ".",
     ]
-    src = worst.rank.table_source("kernels")
+    src = rank.table_source("kernels")
     return Finding(
         code=rule.code,
         rule=rule.name,
@@ -165,7 +179,7 @@ def triage_finding(rule: Any, ctx: Any, kind: str, min_share_pct: float) -> Any:
         message=" ".join(m for m in msg if m),
         severity=Severity.LOW,
         saving_us=None,
-        step_time_us=ctx.step_time_us(worst.rank),
+        step_time_us=ctx.step_time_us(rank),
         confidence=0.3,
         evidence=[
             Evidence(name=f"{kind.lower()}_time_per_step", value=round(worst.us_per_step, 3), unit="µs",
@@ -175,7 +189,7 @@ def triage_finding(rule: Any, ctx: Any, kind: str, min_share_pct: float) -> Any:
             Evidence(name=f"{kind.lower()}_launches_per_step", value=round(worst.launches_per_step, 1)),
         ],
         locations=[Location(kind="profile", path=str(src[0]) if src else None, table="kernels", op=worst.example,
-                            rank=worst.rank.rank_id, note=f"the longest {kind} kernel")],
-        rank=worst.rank.rank_id,
+                            rank=worst.rank_id, note=f"the longest {kind} kernel")],
+        rank=worst.rank_id,
         tags=list(rule.tags),
     )

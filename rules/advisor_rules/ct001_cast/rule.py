@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from pydantic import Field
 
 from advisor_core.engine import Finding, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
 from advisor_rules._common import (
     ASSUMED_HBM_GBPS,
+    ConversionTime,
+    conversion_evidence,
     triage_finding,
     fill_stages_without_ir,
     one_f_one_b_step_saving,
@@ -102,6 +104,10 @@ class CastExcess(Rule):
         hbm_gbps: float = Field(ASSUMED_HBM_GBPS, gt=0, description="bandwidth assumed for Cast time without a profile, GB/s")
         triage_min_share_pct: float = Field(5.0, ge=0, description="profile without IR: report when Cast + TransData "
                                             "take at least this share of the step time, %")
+
+    def rank_evidence(self, rank: Any) -> dict[str, ConversionTime | None]:
+        """Cast and TransData time of the rank, for the kernel-only triage."""
+        return conversion_evidence(rank)
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         units = stage_evidence(ctx, launches=True)

@@ -10,6 +10,7 @@ from pydantic import Field
 from advisor_core.engine import Finding, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
 from advisor_rules._common import (
     ASSUMED_HBM_GBPS,
+    conversion_evidence,
     triage_finding,
     fill_stages_without_ir,
     one_f_one_b_step_saving,
@@ -98,9 +99,10 @@ class TransDataExcess(Rule):
         triage_min_share_pct: float = Field(5.0, ge=0, description="profile without IR and no group found: report when "
                                             "Cast + TransData take at least this share of the step time, %")
 
-    def rank_evidence(self, rank: Any) -> dict[str, Group]:
-        """Sandwiches and weight conversions found in the rank's kernel order (needs the op view's timeline)."""
-        return from_kernels(rank.op_view())
+    def rank_evidence(self, rank: Any) -> dict[str, Any]:
+        """Sandwiches and weight conversions found in the rank's kernel order (needs the op view's timeline),
+        and its Cast/TransData time for the triage."""
+        return {"groups": from_kernels(rank.op_view()), "conversions": conversion_evidence(rank)}
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         units = stage_evidence(ctx)
@@ -112,7 +114,7 @@ class TransDataExcess(Rule):
             if ir is not None:
                 found = from_ir(ir)
             elif unit.rank is not None:
-                found = copy.deepcopy(ctx.rank_evidence(unit.rank) or {})
+                found = copy.deepcopy((ctx.rank_evidence(unit.rank) or {}).get("groups") or {})
             else:
                 continue
             for key, g in found.items():
@@ -129,7 +131,7 @@ class TransDataExcess(Rule):
                 main.kernel_names += [nm for nm in g.kernel_names if nm not in main.kernel_names]
         if not groups:
             has_ir = any(u.dumps is not None and ctx.ir_graph("backend", u.dumps) is not None for u in units)
-            triage = (triage_finding(self, ctx, "TransData", self.options.triage_min_share_pct)
+            triage = (triage_finding(self, ctx, "TransData", self.options.triage_min_share_pct, key="conversions")
                       if ctx.has_profile and not has_ir else None)
             if triage is not None:
                 yield triage
