@@ -102,8 +102,9 @@ def single_rank(base: Path, rows_wanted: int, repeat: int, env: dict[str, str], 
     rows = _rows(csv)
     (floor_s, floor_rss, _), _ = _best(repeat, lambda: _spawn_measured([sys.executable, "-c", FLOOR, str(csv)], env))
     report = out / "report.json"
+    # default --jobs: one rank stays in one process, with Arrow's reader on every core (as the floor's read_csv)
     cmd = [sys.executable, "-m", "advisor_core", "analyze", str(out / "profile"), "--format", "json", "-o", str(report),
-           "--jobs", "1", "--quiet"] + (["--timings"] if timings else [])
+           "--quiet"] + (["--timings"] if timings else [])
     (wall, rss, text), _ = _best(repeat, lambda: _spawn_measured(cmd, code_env))
     return {"rows": rows, "csv_mb": size / 1e6, "floor_s": floor_s, "floor_rss_mb": floor_rss / 1e6,
             "analyze_s": wall, "analyze_rss_mb": rss / 1e6, "time_ratio": wall / floor_s, "rss_per_file": rss / size,
