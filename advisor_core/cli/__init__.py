@@ -57,12 +57,13 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 def _register() -> None:
-    from advisor_core.cli import config_cmds, demo_cmd, engine_cmds, inspect_cmd, simulate_cmd
+    from advisor_core.cli import compare_cmd, config_cmds, demo_cmd, engine_cmds, inspect_cmd, simulate_cmd
 
     cli.add_command(inspect_cmd.inspect_command)
     cli.add_command(engine_cmds.analyze_command)
     cli.add_command(config_cmds.lint_command)
     cli.add_command(config_cmds.fix_command)
+    cli.add_command(compare_cmd.compare_command)
     cli.add_command(engine_cmds.rules_command)
     cli.add_command(engine_cmds.explain_command)
     cli.add_command(engine_cmds.plugins_command)

@@ -11,12 +11,13 @@ What a plugin author imports::
 from advisor_core.engine.context import RuleContext
 from advisor_core.engine.findings import Evidence, Finding, Location, Patch, PatchOp, Safety, Severity
 from advisor_core.engine.hookspecs import hookimpl, hookspec
-from advisor_core.engine.rule import Need, Requirements, Rule, RuleOptions
+from advisor_core.engine.rule import Measure, Need, Requirements, Rule, RuleOptions
 
 __all__ = [
     "Evidence",
     "Finding",
     "Location",
+    "Measure",
     "Need",
     "Patch",
     "PatchOp",

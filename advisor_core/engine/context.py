@@ -17,7 +17,7 @@ from advisor_core.config.training import TrainingConfig
 from advisor_core.config.plain import json_plain as _plain
 from advisor_core.diagnostics import DiagnosticSink
 from advisor_core.engine.findings import Location, Patch, PatchOp, Safety
-from advisor_core.engine.rule import Need, RuleOptions
+from advisor_core.engine.rule import Need, Rule, RuleOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     from advisor_core.config.document import ConfigDocument
@@ -113,7 +113,11 @@ class RuleContext:
         key = (self.code, rank.rank_id)
         store = self._inputs.rank_evidence
         if key not in store:
-            store[key] = self._rule.rank_evidence(rank) if self._rule is not None else None
+            if self._rule is None or type(self._rule).rank_evidence is Rule.rank_evidence:
+                store[key] = None
+            else:
+                rank.ensure_timeline()  # the unit that had it has not run for this rank
+                store[key] = self._rule.rank_evidence(rank)
         return store[key]
 
     # -- evidence -----------------------------------------------------------------

@@ -87,6 +87,14 @@ class Need:
 
 
 @dataclass(frozen=True)
+class Measure:
+    """A time a finding is about, measured on one run: what it is and µs per step."""
+
+    name: str
+    value_us: float
+
+
+@dataclass(frozen=True)
 class Requirements:
     """Evidence a rule can work from: at least one of ``any_of`` must be present."""
 
@@ -122,6 +130,16 @@ class Rule:
 
     def check(self, ctx: "RuleContext") -> Iterable[Finding]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def measure(self, ctx: "RuleContext", finding: Finding) -> "Measure | None":
+        """Optional: the time ``finding`` is about, measured on the run in ``ctx`` (µs per step).
+
+        ``advisor compare`` calls it with a finding of the run before a fix, once on that
+        run and once on the run after, and sets the change beside the finding's estimate
+        (MD001: the data wait; a gradient-tail finding: the exposed AllReduce). ``None``
+        (the default) lets compare use the steady step time.
+        """
+        return None
 
     def rank_evidence(self, rank: "Rank") -> Any:
         """Optional: evidence from one profiled rank that needs its kernel order.

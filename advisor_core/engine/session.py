@@ -70,6 +70,7 @@ class Session:
         self._run: Any = None
         self._ir: Any = None
         self._doc: Any = None
+        self._inputs: AnalysisInputs | None = None
         self._loaded = False
 
     # -- evidence ---------------------------------------------------------------------
@@ -120,9 +121,12 @@ class Session:
         return self._doc
 
     def inputs(self) -> AnalysisInputs:
+        """The evidence of this session (one object: rank evidence computed by an analysis stays on it)."""
         self._load()
-        return AnalysisInputs(run=self._run, ir=self._ir, config_doc=self._doc, sink=self.sink,
-                              settings=self.options.settings.as_dict())
+        if self._inputs is None:
+            self._inputs = AnalysisInputs(run=self._run, ir=self._ir, config_doc=self._doc, sink=self.sink,
+                                          settings=self.options.settings.as_dict())
+        return self._inputs
 
     def describe_inputs(self) -> dict[str, Any]:
         self._load()

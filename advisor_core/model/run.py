@@ -234,6 +234,14 @@ class Rank:
         """The op view is held elsewhere (a Dask worker); ``fetch()`` brings it the first time it is needed."""
         self._op_view = fetch
 
+    def ensure_timeline(self) -> None:
+        """Make the cached op view carry its kernel timeline again (rebuilt from the file if it was dropped)."""
+        view = self.op_view()
+        if view is not None and view.timeline is None:
+            from advisor_core.opview.build import build_op_view
+
+            self._op_view = build_op_view(self) or False
+
     def forget_op_view_loader(self) -> None:
         """The place holding the op view is gone: build it from the files again if it is asked for."""
         if callable(self._op_view):

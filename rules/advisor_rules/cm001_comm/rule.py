@@ -6,7 +6,7 @@ from typing import Any, Iterable
 
 from pydantic import Field
 
-from advisor_core.engine import Finding, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
+from advisor_core.engine import Finding, Measure, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
 from advisor_rules._common import stage_representatives
 from advisor_rules.cm001_comm.fusion import gradient_tail_finding
 from advisor_rules.cm001_comm.redistribution import redistribution_findings
@@ -109,6 +109,16 @@ class UnexpectedCommunication(Rule):
     def rank_evidence(self, rank: Any) -> dict[str, Any] | None:
         """The rank's gradient AllReduce tail (per-step figures; needs the op view's timeline)."""
         return tail_of(rank, rank.op_view())
+
+    def measure(self, ctx: RuleContext, finding: Finding) -> Measure | None:
+        """For the gradient-tail finding: the AllReduce exposed after the last backward kernel, mean over stages."""
+        if ctx.run is None or not any(e.name == "exposed_time" for e in finding.evidence):
+            return None
+        cfg = ctx.config
+        reps = stage_representatives(ctx.run, cfg.pipeline_stages if cfg is not None else 1,
+                                     cfg.device_count if cfg is not None else None)
+        exposed = [float((ctx.rank_evidence(r) or {}).get("exposed_us", 0.0)) for _, r in reps]
+        return Measure("gradient AllReduce exposed per step", sum(exposed) / len(exposed)) if exposed else None
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         cfg = ctx.config

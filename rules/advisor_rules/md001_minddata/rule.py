@@ -6,7 +6,7 @@ from typing import Any, Iterable
 
 from pydantic import Field
 
-from advisor_core.engine import Finding, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
+from advisor_core.engine import Finding, Measure, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
 from advisor_rules.md001_minddata.bottleneck import Bottleneck, find_bottleneck
 from advisor_rules.md001_minddata.config_only import config_only
 from advisor_rules.md001_minddata.finding import finding
@@ -104,6 +104,13 @@ class MinddataBottleneck(Rule):
         cores_per_device: int | None = Field(None, ge=1, description="host CPU cores available per device (default: from the profile or settings)")
         heavy_sample_us: float = Field(1000.0, ge=0, description="config alone: a map costing at least this much CPU per sample is checked, µs")
         headroom_pct: float = Field(20.0, ge=0, lt=100, description="the proposed workers leave the op this share of the compute step idle, %")
+
+    def measure(self, ctx: RuleContext, finding: Finding) -> Measure | None:
+        """The data wait per step on the finding's rank (the time a faster pipeline removes)."""
+        if ctx.run is None or finding.rank not in ctx.run.ranks:
+            return None
+        wait = data_wait(ctx, ctx.run.rank(finding.rank), self.options.empty_queue_share)
+        return None if wait.wait_us is None else Measure("data wait per step", float(wait.wait_us))
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         if ctx.run is None or not list(ctx.run):
