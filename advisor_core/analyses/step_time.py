@@ -10,7 +10,12 @@ Evidence, best first:
    ``preparing_us`` = first device task start − step start (compute kernels of the
    kernel table; the trace's ``Ascend Hardware`` events when there is none). Only these
    events are read from the trace (the ``step_events`` table), not the whole file;
-3. MindSpore's single whole-collection ``step_trace_time.csv`` row (``Step=0``),
+3. the dataset iterator's per-step records (``dataset_iterator_profiling_{id}.txt``,
+   non-sink mode, what a MindSpore run without ``ProfilerStep`` still writes): the
+   training loop receives one batch per step, so step k lasts from the record of batch
+   k − 1 to that of batch k (timestamps, ms), and the ``get`` wait of batch k is the
+   data wait inside it (``free_us``; the rest is ``computing_us``);
+4. MindSpore's single whole-collection ``step_trace_time.csv`` row (``Step=0``),
    divided by the number of steps when the step count is known (flagged
    ``averaged``).
 
@@ -163,6 +168,9 @@ def _step_breakdown(rank: Rank) -> pd.DataFrame | None:
     from_trace = _from_trace(rank)
     if from_trace is not None:
         return _finish(from_trace)
+    from_iterator = _from_iterator(rank)
+    if from_iterator is not None:
+        return _finish(from_iterator)
     if st is not None and not st.empty:
         out = st.drop(columns=["whole_run", "device_id"], errors="ignore").copy()
         n = _step_count(rank)
@@ -176,6 +184,25 @@ def _step_breakdown(rank: Rank) -> pd.DataFrame | None:
             out["source"] = f"{name} (whole collection)"
         return _finish(out)
     return None
+
+
+def _from_iterator(rank: Rank) -> pd.DataFrame | None:
+    """Steps from the dataset iterator's records (see the module docstring, source 3)."""
+    src = rank.table_source("host_queue") if rank.has_table("host_queue") else None
+    if src is None or src[1] != "dataset_iterator_profiling":
+        return None
+    hq = rank.table("host_queue")
+    if hq is None or "timestamp_ms" not in hq or hq["timestamp_ms"].notna().sum() < 3:
+        return None
+    hq = hq[hq["timestamp_ms"].notna()].sort_values("step")
+    ts = hq["timestamp_ms"].to_numpy(dtype=float)
+    total = np.diff(ts) * 1000.0
+    wait = hq["get_ms"].to_numpy(dtype=float)[1:] * 1000.0
+    wait = np.minimum(np.nan_to_num(wait, nan=0.0), total)
+    out = pd.DataFrame({"step": hq["step"].to_numpy()[1:], "total_us": total, "free_us": wait,
+                        "computing_us": total - wait, "communication_not_overlapped_us": 0.0})
+    out["source"] = f"{src[0].name} (batch timestamps; get wait = data wait)"
+    return out
 
 
 def _step_count(rank: Rank) -> int | None:

@@ -115,6 +115,7 @@ _SOURCES: dict[str, dict[str, str]] = {
         "get_ms": "value of a type-0 line with sub_type 0",
         "push_ms": "value of a type-0 line with sub_type 1",
         "total_ms": "value of a type-0 line with sub_type 2",
+        "timestamp_ms": "fifth field (host clock, ms) of the type-0 sub_type-0 line",
     },
 }
 

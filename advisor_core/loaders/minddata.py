@@ -385,14 +385,16 @@ def read_cpu_utilization(path: Path, sink: DiagnosticSink) -> tuple[pd.DataFrame
     return frame, info
 
 
-HOST_QUEUE_COLUMNS = ("step", "queue_size", "queue_capacity", "get_ms", "push_ms", "total_ms")
+HOST_QUEUE_COLUMNS = ("step", "queue_size", "queue_capacity", "get_ms", "push_ms", "total_ms", "timestamp_ms")
 
 
 def read_host_queue(path: Path, sink: DiagnosticSink) -> pd.DataFrame | None:
     """``device_queue_profiling`` / ``dataset_iterator_profiling`` text → per-step rows.
 
     Line format ``type sub_type step value [timestamp]``: type 0 = time (sub 0 get,
-    1 push, 2 total; ms), type 1 = connector size (sub = capacity, value = size).
+    1 push, 2 total; ms), type 1 = connector size (sub = capacity, value = size); the
+    timestamp (ms, the host's clock) of the ``get`` record is ``timestamp_ms`` — in
+    non-sink mode, when the training loop received the step's batch.
     """
     text = read_text(path, sink, what=path.name)
     if text is None:
@@ -413,6 +415,8 @@ def read_host_queue(path: Path, sink: DiagnosticSink) -> pd.DataFrame | None:
         row = steps.setdefault(step, {"step": step})
         if typ == 0:
             row[{0: "get_ms", 1: "push_ms", 2: "total_ms"}.get(sub, f"time_{sub}")] = value
+            if sub == 0 and len(parts) > 4 and parts[4].lstrip("-").isdigit():
+                row["timestamp_ms"] = int(parts[4])
         elif typ == 1:
             row["queue_capacity"] = sub
             row["queue_size"] = value
@@ -420,5 +424,6 @@ def read_host_queue(path: Path, sink: DiagnosticSink) -> pd.DataFrame | None:
         sink.warning("malformed-rows", f"{bad} line(s) do not have the form 'type sub_type step value'; skipped", path, line=first_bad)
     frame = pd.DataFrame.from_records([steps[s] for s in sorted(steps)], columns=list(HOST_QUEUE_COLUMNS))
     return frame.astype(
-        {"step": "Int64", "queue_size": "float64", "queue_capacity": "Int64", "get_ms": "float64", "push_ms": "float64", "total_ms": "float64"}
+        {"step": "Int64", "queue_size": "float64", "queue_capacity": "Int64", "get_ms": "float64", "push_ms": "float64",
+         "total_ms": "float64", "timestamp_ms": "Int64"}
     )

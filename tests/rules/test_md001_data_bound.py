@@ -79,7 +79,7 @@ def test_md001_names_python_work_and_patches_processes_and_workers(data_bound: P
                    "/train_dataset/python_multiprocessing": (True, "unsafe")}
     # two worker processes halve the batch period (120 ms) below the 171 ms compute: the whole wait goes
     assert f.saving_us == pytest.approx(wait, abs=1e-6)
-    assert step - wait == pytest.approx(171_286.7, abs=1.0)
+    assert step - wait == pytest.approx(171_290.2, abs=1.0)  # over every steady step (no warm-up in this run)
 
 
 def test_md001_keeps_workers_only_when_listed_transforms_explain_the_cpu(tmp_path) -> None:

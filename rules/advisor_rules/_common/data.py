@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from advisor_core.analyses.steady import steady_steps
 from advisor_core.analyses.step_time import step_breakdown
 from advisor_core.engine import Evidence
 
@@ -38,6 +39,7 @@ class Wait:
     step_us: float | None
     source: str
     empty_share: float | None  # share of steps the feeding queue was empty
+    warmup: str = ""  # which leading steps were left out as warm-up, and why
 
 
 def queue_empty_share(rank: Any) -> tuple[float | None, str | None]:
@@ -62,10 +64,14 @@ def data_wait(ctx: Any, rank: Any, empty_queue_share: float = EMPTY_QUEUE_SHARE)
     empty, _ = queue_empty_share(rank)
     bd = step_breakdown(rank)
     if bd is not None and not bd.empty:
-        rows = bd.iloc[1:] if len(bd) > 2 else bd  # drop the warm-up step when there are enough
+        # steady steps only: graph compilation and the queue filling up make the first steps wait for reasons
+        # more workers do not change
+        steady = steady_steps(bd["total_us"].to_numpy(dtype=float))
+        rows = bd.iloc[list(steady.steps)] if steady.steps else bd
+        warm = steady.describe(bd["total_us"].to_numpy(dtype=float), [str(s) for s in bd["step"]]) if steady.warmup else ""
         step_us = float(rows["total_us"].mean()) if rows["total_us"].notna().any() else None
         if rows["iteration_interval_us"].notna().any():
-            return Wait(float(rows["iteration_interval_us"].mean()), step_us, "step trace iteration gap", empty)
+            return Wait(float(rows["iteration_interval_us"].mean()), step_us, "step trace iteration gap", empty, warm)
         if rows["free_us"].notna().any():
             # Computing + Communication(Not Overlapped) + Free tile the step, so Preparing (step start →
             # first kernel, where a data wait shows) is already inside Free: never add the two.
@@ -76,8 +82,8 @@ def data_wait(ctx: Any, rank: Any, empty_queue_share: float = EMPTY_QUEUE_SHARE)
                 step_us = step_us / n if step_us else step_us
             data_starved = empty is not None and empty >= empty_queue_share
             if data_starved:
-                return Wait(free, step_us, "device idle (Free) with the feeding queue empty", empty)
-            return Wait(0.0 if empty is not None else None, step_us, "device idle, queues not empty", empty)
+                return Wait(free, step_us, "device idle (Free) with the feeding queue empty", empty, warm)
+            return Wait(0.0 if empty is not None else None, step_us, "device idle, queues not empty", empty, warm)
     hq = rank.table("host_queue") if rank.has_table("host_queue") else None
     if hq is not None and len(hq) > 1 and hq["get_ms"].notna().any():
         rows = hq.iloc[1:]
