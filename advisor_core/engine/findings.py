@@ -143,6 +143,9 @@ class Finding(BaseModel):
     rank: int | None = None
     plugin: str | None = None
     tags: list[str] = Field(default_factory=list)
+    count: int = Field(1, ge=1, description="occurrences of this cause folded into the finding")
+    group: str | None = Field(None, description="a rule's key for one cause: its findings with the same group are "
+                              "folded into one (default: the same title and the same fix)")
 
     @property
     def saving_pct(self) -> float | None:
@@ -175,6 +178,62 @@ class Finding(BaseModel):
             if loc.kind == "config":
                 return loc
         return None
+
+
+def group_key(f: Finding) -> tuple[Any, ...]:
+    """What makes two findings one cause: same rule, and the same group (or title) and fix."""
+    fix = tuple(sorted(json.dumps([o.model_dump(mode="json") for o in p.ops], sort_keys=True) for p in f.patches))
+    return (f.code, f.rule, f.plugin, ("group", f.group) if f.group else ("title", f.title), fix)
+
+
+def group_findings(findings: list[Finding]) -> list[Finding]:
+    """Fold findings of one cause into one (ruff groups a rule's hits, clippy folds repeats).
+
+    The folded finding keeps the first occurrence's title, message, evidence and patches,
+    says how many occurrences it stands for (``count``, and ``occurrences`` evidence),
+    sums their savings and memory, takes the highest severity and confidence, and keeps
+    every location (duplicates once). Its rank is the common one, else none.
+    """
+    groups: dict[tuple[Any, ...], list[Finding]] = {}
+    for f in findings:
+        groups.setdefault(group_key(f), []).append(f)
+    out = []
+    for members in groups.values():
+        if len(members) == 1:
+            out.append(members[0])
+            continue
+        out.append(_fold(members))
+    return out
+
+
+def _fold(members: list[Finding]) -> Finding:
+    first = members[0]
+    count = sum(m.count for m in members)
+    savings = [m.saving_us for m in members if m.saving_us is not None]
+    memory = [m.memory_delta_bytes for m in members if m.memory_delta_bytes is not None]
+    locations: list[Location] = []
+    seen: set[str] = set()
+    for m in members:
+        for loc in m.locations:
+            key = loc.model_dump_json()
+            if key not in seen:
+                seen.add(key)
+                locations.append(loc)
+    ranks = {m.rank for m in members}
+    total = sum(savings) if savings else None
+    note = (f" The same cause at {count} places" + (f"; together {total:,.1f} µs per step." if total is not None else "."))
+    return first.model_copy(update={
+        "title": f"{first.title} ({count} places)",
+        "message": first.message + note,
+        "saving_us": total,
+        "memory_delta_bytes": sum(memory) if memory else None,
+        "severity": max((m.severity for m in members), key=lambda s: s.rank),
+        "confidence": max(m.confidence for m in members),
+        "evidence": [*first.evidence, Evidence(name="occurrences", value=count)],
+        "locations": locations,
+        "rank": ranks.pop() if len(ranks) == 1 else None,
+        "count": count,
+    })
 
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:

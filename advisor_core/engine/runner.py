@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from advisor_core.diagnostics import Diagnostic
 from advisor_core.engine.context import AnalysisInputs, RuleContext
-from advisor_core.engine.findings import Finding, Patch, sort_findings
+from advisor_core.engine.findings import Finding, Patch, group_findings, sort_findings
 from advisor_core.engine.plugins import PluginHost, RegisteredRule
 from advisor_core.engine.rule import Rule, RuleOptions
 
@@ -215,7 +215,7 @@ def run_rules(
     if render_diffs and inputs.config_doc is not None:
         findings = [_with_diffs(f, inputs) for f in findings]
     return AnalysisResult(
-        findings=sort_findings(findings),
+        findings=sort_findings(group_findings(findings)),
         skipped=skipped,
         errors=errors,
         diagnostics=list(inputs.sink),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -168,7 +169,7 @@ class SarifFormat:
                 }
             )
         index = {c: i for i, c in enumerate(rule_ids)}
-        results = [self._result(f, ctx, index) for f in result.findings]
+        results = [r for f in result.findings for r in self._results(f, ctx, index)]
         notes = [
             {"level": "error", "message": {"text": e.message}, "descriptor": {"id": e.code or e.kind}}
             for e in result.errors
@@ -194,6 +195,21 @@ class SarifFormat:
         }
         doc = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
         return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+    def _results(self, f: Finding, ctx: RenderContext, index: dict[str, int]) -> list[dict[str, Any]]:
+        """One result for a finding; a folded one (``count`` > 1) gets one result per place it points at,
+        all with its ruleId and fingerprint (and a per-place fingerprint), so code scanning lists every line."""
+        if f.count <= 1 or len(f.locations) <= 1:
+            return [self._result(f, ctx, index)]
+        out = []
+        for loc in f.locations:
+            one = self._result(f.model_copy(update={"locations": [loc]}), ctx, index)
+            one["partialFingerprints"] = {
+                "advisorFingerprint/v1": f.fingerprint(),
+                "advisorPlace/v1": hashlib.sha256(loc.model_dump_json().encode()).hexdigest()[:16],
+            }
+            out.append(one)
+        return out
 
     def _result(self, f: Finding, ctx: RenderContext, index: dict[str, int]) -> dict[str, Any]:
         res: dict[str, Any] = {
@@ -236,7 +252,9 @@ class SarifFormat:
                 (locs if loc.kind == "config" else related).append(entry)
             elif loc.kind == "profile":
                 name = "/".join(str(x) for x in (f"rank{loc.rank}" if loc.rank is not None else None, loc.table, loc.op) if x)
-                logical.append({"fullyQualifiedName": name or (loc.path or "profile"), "kind": "object"})
+                item = {"fullyQualifiedName": name or (loc.path or "profile"), "kind": "object"}
+                if item not in logical:  # SARIF: logicalLocations items are unique
+                    logical.append(item)
             elif loc.kind == "source" and loc.path:
                 related.append({"physicalLocation": {"artifactLocation": {"uri": loc.path}, "region": {"startLine": loc.line or 1}},
                                 "message": {"text": loc.note or "model code"}})
