@@ -24,14 +24,18 @@ def inspect_command(paths: tuple[Path, ...], fmt: str, output: Path | None, no_i
     communication not overlapped, free, preparing), and what is missing.
     Exit code 2 when nothing usable was found or an input could not be read.
     """
+    from advisor_core.discover.inputs import classify_inputs
     from advisor_core.inspect import diagnostic_json, inspect_run
     from advisor_core.model.run import load_run
 
     sink = DiagnosticSink()
-    run = load_run(*paths, sink=sink, report_empty=False)
+    scan = DiagnosticSink()
+    classified = classify_inputs(list(paths), scan)  # where things are; load_run says what is wrong with them
+    sink.extend(d for d in scan if d.code.startswith("scan-") or d.code == "symlink-loop")
+    run = load_run(*(classified.profiles or paths), sink=sink, report_empty=False)
     extra = {}
     if not no_ir:
-        extra = _ir_section(list(paths), sink)
+        extra = _ir_section(classified.graphs or [p for p in paths if p.is_dir()], sink)
     report = inspect_run(run, list(paths), extra=extra)
     nothing = not report["ranks"] and not report.get("cluster") and not report.get("ir_dumps")
     if nothing and not sink.has_errors:
@@ -59,7 +63,7 @@ def inspect_command(paths: tuple[Path, ...], fmt: str, output: Path | None, no_i
 
 
 def _ir_section(paths: list[Path], sink: DiagnosticSink) -> dict:
-    """IR dumps found under the same paths (empty when the IR package finds none)."""
+    """IR dumps found under the IR roots discovery found (empty when there are none)."""
     try:
         from advisor_core.ir.dumps import find_ir_dumps
         from advisor_core.ir.summary import summarize_dumps

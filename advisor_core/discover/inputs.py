@@ -26,7 +26,12 @@ _PROFILE_FILES = re.compile(r"^(kernel_details\.csv|trace_view\.json|step_trace_
                             r"step_trace_raw_\d+_detail_time\.csv|profiler_info_\d+\.json)$")
 _CONFIG_KEYS = {"model", "parallel_config", "runner_config", "train_dataset", "recompute_config", "context", "parallel"}
 _SKIP = {"ASCEND_PROFILER_OUTPUT", "FRAMEWORK", "logs", ".git", "__pycache__", "actor_set", "verbose_ir_files"}
-MAX_DEPTH = 5
+# Folders of a run directory that hold no profiler output, IR or config, only bulk: not walked into (said with -v).
+_BULK = {"checkpoint": "checkpoints", "checkpoint_network": "checkpoints", "ckpt": "checkpoints",
+         "checkpoints": "checkpoints", "node_modules": "packages", "site-packages": "packages", ".venv": "a virtualenv",
+         "venv": "a virtualenv", ".cache": "a cache", "kernel_meta": "compiled kernels", "rank_0_kernel_meta": "compiled kernels"}
+MAX_DEPTH = 6  # msrun: <run>/<save_path>/rank_<id>/…; MindFormers: output/{log,strategy,profile,graph}/rank_<id>/…
+MAX_DIRS = 4000  # directories listed under one given path before looking stops (a home directory, a dataset)
 
 
 @dataclass
@@ -65,11 +70,32 @@ def _has_ir(directory: Path) -> bool:
     return False
 
 
-def _scan(directory: Path, depth: int, out: ClassifiedInputs, seen: set[str], sink: DiagnosticSink) -> None:
+@dataclass
+class _Walk:
+    """What one given path's scan has visited and left out."""
+
+    dirs: int = 0
+    bulk: list[str] = field(default_factory=list)
+    too_deep: list[str] = field(default_factory=list)
+    loops: list[str] = field(default_factory=list)
+    stopped: bool = False
+
+
+def _scan(directory: Path, depth: int, out: ClassifiedInputs, seen: set[str], sink: DiagnosticSink,
+          walk: _Walk | None = None) -> None:
+    walk = walk if walk is not None else _Walk()
+    if walk.stopped:
+        return
     rp = real_path(directory)
     if rp is None or rp in seen:
+        if rp is not None and directory.is_symlink():
+            walk.loops.append(str(directory))
         return
     seen.add(rp)
+    walk.dirs += 1
+    if walk.dirs > MAX_DIRS:
+        walk.stopped = True
+        return
     if _ASCEND.match(directory.name) or is_dir_safe(directory / "ASCEND_PROFILER_OUTPUT"):
         if directory not in out.profiles:
             out.profiles.append(directory)
@@ -86,11 +112,31 @@ def _scan(directory: Path, depth: int, out: ClassifiedInputs, seen: set[str], si
         if f.suffix in (".yaml", ".yml") and looks_like_training_config(f):
             out.configs.append(f)
     if depth >= MAX_DEPTH:
+        walk.too_deep.extend(str(d) for d in dirs if d.name not in _SKIP)
         return
     for d in dirs:
         if d.name in _SKIP or d.name.startswith("PROF_"):
             continue
-        _scan(d, depth + 1, out, seen, sink)
+        if d.name in _BULK:
+            walk.bulk.append(f"{d} ({_BULK[d.name]})")
+            continue
+        _scan(d, depth + 1, out, seen, sink, walk)
+
+
+def _report_walk(root: Path, walk: _Walk, sink: DiagnosticSink) -> None:
+    """Say what the scan of ``root`` did not look into (info: -v shows it), or that it stopped (a warning)."""
+    if walk.stopped:
+        sink.warning("scan-stopped", f"stopped looking after {MAX_DIRS} directories; give the profile, IR dump or "
+                     "config folders themselves (or --profile/--graphs/--config)", root)
+    if walk.bulk:
+        sink.info("scan-skipped", "not looked into: " + ", ".join(walk.bulk[:8])
+                  + (f" and {len(walk.bulk) - 8} more" if len(walk.bulk) > 8 else ""), root)
+    if walk.too_deep:
+        sink.info("scan-depth", f"not looked deeper than {MAX_DEPTH} levels: " + ", ".join(walk.too_deep[:5])
+                  + (f" and {len(walk.too_deep) - 5} more" if len(walk.too_deep) > 5 else ""), root)
+    if walk.loops:
+        sink.warning("symlink-loop", "symbolic link(s) back into a folder already looked at, not followed: "
+                     + ", ".join(walk.loops[:5]), root)
 
 
 def classify_inputs(
@@ -128,7 +174,9 @@ def classify_inputs(
                 kind = "unknown"
         else:
             before = (len(out.profiles), len(out.graphs), len(out.configs))
-            _scan(p, 0, out, set(), sink)
+            walk = _Walk()
+            _scan(p, 0, out, set(), sink, walk)
+            _report_walk(p, walk, sink)
             added = (len(out.profiles) - before[0], len(out.graphs) - before[1], len(out.configs) - before[2])
             n_kinds = sum(1 for a in added if a)
             kind = "run" if n_kinds > 1 else "profile" if added[0] else "ir" if added[1] else "config" if added[2] else "empty"
