@@ -24,6 +24,7 @@ from advisor_core.model.run import Rank, Run, load_run
 
 __all__ = [
     "AnalysisResult",
+    "InputError",
     "Finding",
     "Location",
     "Patch",
@@ -38,6 +39,10 @@ __all__ = [
 ]
 
 
+class InputError(ValueError):
+    """Nothing usable was found at the paths given to :func:`open_session` (the message says why, per path)."""
+
+
 def open_session(
     *paths: str | Path,
     profile: Sequence[str | Path] = (),
@@ -46,7 +51,11 @@ def open_session(
     plugins: bool = True,
     settings: Settings | None = None,
 ) -> Session:
-    """Open what ``paths`` hold (classified automatically; the keyword arguments override)."""
+    """Open what ``paths`` hold (classified automatically; the keyword arguments override).
+
+    Raises :class:`InputError` when none of them holds profiler output, IR dumps or a
+    training config (a mistyped path), rather than returning a session of empty tables.
+    """
     opts = SessionOptions(
         profiles=[Path(p) for p in profile],
         graphs=[Path(p) for p in graphs],
@@ -54,4 +63,8 @@ def open_session(
         autoload_plugins=plugins,
         settings=settings if settings is not None else load_settings(),
     )
-    return Session(list(paths), opts)
+    session = Session(list(paths), opts)
+    if not session.profile_paths and not session.graph_paths and session.config_path is None:
+        why = "; ".join(d.render() for d in session.sink if d.severity.value == "error")
+        raise InputError(why or "no paths given")
+    return session

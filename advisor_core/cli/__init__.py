@@ -83,6 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("advisor: aborted", err=True)
         return EXIT_ERROR
+    except click.UsageError as exc:
+        # one line: what is wrong and where to look (click's own three-line usage block is for --help)
+        cmd = exc.ctx.command_path if exc.ctx is not None else "advisor"
+        click.echo(f"{cmd}: error: {exc.format_message()} (see '{cmd} --help')", err=True)
+        return EXIT_ERROR
     except click.ClickException as exc:
         exc.show()
         return EXIT_ERROR

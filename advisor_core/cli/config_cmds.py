@@ -10,11 +10,21 @@ from typing import Any
 import click
 
 from advisor_core.cli.common import print_diagnostics, stderr_console
-from advisor_core.cli.engine_cmds import FAIL_ON, _codes, _host, _print_errors, _settings, exit_code, plugin_options, render
+from advisor_core.cli.engine_cmds import (
+    FAIL_ON,
+    _codes,
+    _host,
+    _print_errors,
+    _settings,
+    check_output_flags,
+    exit_code,
+    plugin_options,
+    render,
+)
 
 
 @click.command("lint")
-@click.argument("configs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("configs", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="CONFIG_OR_DIR...")
 @click.option("--graphs", "graphs", multiple=True, type=click.Path(path_type=Path), help="Baseline IR dump directory from the last run.")
 @click.option("--profile", "profiles", multiple=True, type=click.Path(path_type=Path), help="Baseline profile from the last run.")
 @click.option("--devices", type=click.IntRange(min=1), help="Device count the config will run on (checks dp × mp × pp).")
@@ -38,12 +48,16 @@ def lint_command(configs: tuple[Path, ...], graphs: tuple[Path, ...], profiles: 
     micro_batch_num vs pipeline_stage, all_reduce_fusion_config order,
     mixed-precision settings that force casts, …) and, given a baseline --graphs
     or --profile from the last run, the checks that need one. Each finding points
-    at file:line:column of the key. YAML files that are not training configs are
-    skipped (so it can run on every YAML of a pre-commit change). With --fix, the
+    at file:line:column of the key. A directory lints every YAML file under it.
+    YAML files that are not training configs are skipped and named (so it can run
+    on every YAML of a pre-commit change); a file that is not valid YAML is an
+    error. With --fix, the
     safe patches are applied and the exit code is 1 when a file was changed (what
     pre-commit expects). Exit code: 0 nothing at or above --fail-on (default
     medium), 1 findings, 2 usage/input error.
     """
+    from advisor_core.config.document import ConfigDocument
+    from advisor_core.diagnostics import DiagnosticSink
     from advisor_core.discover.inputs import looks_like_training_config
     from advisor_core.engine.runner import AnalysisResult, SelectionError, Skipped
     from advisor_core.engine.session import Session, SessionOptions
@@ -51,6 +65,7 @@ def lint_command(configs: tuple[Path, ...], graphs: tuple[Path, ...], profiles: 
 
     settings = _settings(settings_file)
     host = _host(no_plugins, plugin_flags, settings)
+    check_output_flags(host, fmt or settings.format, output)
     options = dict(settings.rule_options)
     if devices:
         options.setdefault("LC004", {})
@@ -59,13 +74,19 @@ def lint_command(configs: tuple[Path, ...], graphs: tuple[Path, ...], profiles: 
     changed_any = False
     sinks = []
     checked: list[str] = []
+    not_configs: list[Path] = []
+    unreadable = DiagnosticSink()
     err = stderr_console()
-    for cfg in configs:
-        if not cfg.exists():
-            raise click.UsageError(f"{cfg}: file does not exist")
+    for cfg, given in _yaml_files(configs):
+        probe = DiagnosticSink()
+        if ConfigDocument.load(cfg, probe) is None:  # not YAML at all (or unreadable): an error, never a pass
+            unreadable.extend(probe)
+            continue
         if not looks_like_training_config(cfg):
-            if verbose:
-                err.print(f"{cfg}: skipped: not a MindFormers training config", style="dim", markup=False)
+            not_configs.append(cfg)
+            if given or verbose:
+                err.print(f"{cfg}: skipped: not a MindFormers training config (no model/parallel_config/runner_config "
+                          "… sections)", style="dim", markup=False, soft_wrap=True)
             continue
         session = Session([], SessionOptions(config=cfg, graphs=list(graphs), profiles=list(profiles), settings=settings), host=host)
         try:
@@ -89,17 +110,23 @@ def lint_command(configs: tuple[Path, ...], graphs: tuple[Path, ...], profiles: 
             merged.errors.extend(e for e in result.errors if e.message not in {x.message for x in merged.errors})
             merged.diagnostics.extend(result.diagnostics)
             merged.runs.extend(result.runs)
+    if len(unreadable):
+        sinks.append(unreadable)
     if merged is None:
-        if verbose:
-            err.print("no training config among the files given; nothing to lint", markup=False)
-        raise SystemExit(0)
+        # Nothing was checked: say so, and still write the (empty) report a workflow uploads.
+        merged = AnalysisResult(findings=[], skipped=[], errors=[], diagnostics=list(unreadable),
+                                rules=host.rules(), runs=[])
+        if not len(unreadable):
+            err.print(f"nothing linted: none of the {len(not_configs)} YAML file(s) given is a MindFormers training "
+                      "config", markup=False, soft_wrap=True)
     from advisor_core.engine.findings import sort_findings
 
     merged.findings = sort_findings(merged.findings)
     merged.inputs = {"configs": checked, "graphs": [str(g) for g in graphs], "profiles": [str(p) for p in profiles]}
     level = fail_on or (settings.fail_on if settings.source and settings.fail_on != "low" else "medium")
     ctx = RenderContext(inputs=merged.inputs, fail_on=level, command="lint", show_skipped=verbose)
-    render(merged, host, fmt or settings.format, output, ctx)
+    if checked or output is not None or (fmt or settings.format) != "text":
+        render(merged, host, fmt or settings.format, output, ctx)  # no "No findings." when nothing was read
     for s in sinks:
         print_diagnostics(s, verbose=verbose)
     _print_errors(merged)
@@ -138,6 +165,8 @@ def fix_command(paths: tuple[Path, ...], config: Path, profiles: tuple[Path, ...
     from advisor_core.engine.runner import SelectionError
     from advisor_core.engine.session import Session, SessionOptions
 
+    if not config.is_file():
+        raise click.UsageError(f"--config {config}: file does not exist")
     settings = _settings(settings_file)
     if from_report is not None:
         findings = _findings_from_report(from_report)
@@ -249,6 +278,24 @@ def apply_fixes(config: Path, findings: list[Any], *, unsafe: bool, show_diff: b
     if hidden_unsafe:
         err.print(f"{hidden_unsafe} unsafe fix(es) not applied (use --unsafe-fixes)", markup=False)
     return 0
+
+
+def _yaml_files(paths: tuple[Path, ...]) -> list[tuple[Path, bool]]:
+    """The YAML files to lint: each file given, and every ``*.yaml``/``*.yml`` under a directory given.
+
+    The flag says whether the file was named itself (then a non-config is mentioned).
+    """
+    out: list[tuple[Path, bool]] = []
+    for p in paths:
+        if not p.exists():
+            raise click.UsageError(f"{p}: file does not exist")
+        if p.is_dir():
+            found = sorted(q for q in p.rglob("*") if q.suffix in (".yaml", ".yml") and q.is_file()
+                           and not any(part.startswith(".") for part in q.relative_to(p).parts))
+            out.extend((q, False) for q in found)
+        else:
+            out.append((p, True))
+    return out
 
 
 def _findings_from_report(path: Path) -> list[Any]:

@@ -86,6 +86,21 @@ def print_timings(result: Any, wall_s: float, console: Any) -> None:
     console.print("\n".join(lines), markup=False, highlight=False)
 
 
+def check_output_flags(host: Any, fmt: str, output: Path | None) -> None:
+    """Refuse a format or an output path that cannot work, before any analysis runs."""
+    formats = host.formats()
+    if fmt not in formats:
+        raise click.UsageError(f"unknown --format {fmt!r}; available: {', '.join(sorted(formats))}")
+    if output is not None:
+        parent = output.parent if str(output.parent) else Path(".")
+        if not parent.is_dir():
+            raise click.UsageError(f"--output {output}: directory {parent} does not exist")
+        if output.is_dir():
+            raise click.UsageError(f"--output {output} is a directory")
+        if not os.access(parent, os.W_OK):
+            raise click.UsageError(f"--output {output}: directory {parent} is not writable")
+
+
 def render(result: Any, host: Any, fmt: str, output: Path | None, ctx: Any) -> None:
     formats = host.formats()
     if fmt not in formats:
@@ -141,6 +156,7 @@ def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs:
     if not paths and not profiles and not graphs and not config:
         raise click.UsageError("give at least one PATH (or --profile/--graphs/--config)")
     host = _host(no_plugins, plugin_flags, settings)
+    check_output_flags(host, fmt or settings.format, output)
     session = Session(
         list(paths),
         SessionOptions(profiles=list(profiles), graphs=list(graphs), config=config, settings=settings, jobs=jobs,
@@ -155,6 +171,11 @@ def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs:
         sel = sel + (_codes(extend_select) or [])
     from advisor_core.cli.progress import RunProgress
 
+    if not session.profile_paths and not session.graph_paths and session.config_path is None:
+        print_diagnostics(session.sink, verbose=verbose)  # each given path: why it holds nothing
+        stderr_console().print("advisor: nothing to analyse: no profiler output, IR dumps or training config found",
+                               markup=False, highlight=False)
+        raise SystemExit(EXIT_ERROR)
     err = stderr_console()
     started = time.perf_counter()
     try:

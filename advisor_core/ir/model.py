@@ -38,6 +38,29 @@ __all__ = [
 _KERNEL_SEGMENT = re.compile(r"^[\w.]+-op\d+$")
 
 
+# MindSpore 2.x TypeId numbers a Cast's dst_type operand carries (verified on 2.10: cast_roundtrip/dtype_ids.py).
+CAST_TYPE_IDS = {30: "Bool", 32: "Int8", 33: "Int16", 34: "Int32", 35: "Int64", 37: "UInt8", 38: "UInt16",
+                 39: "UInt32", 40: "UInt64", 42: "Float16", 43: "Float32", 44: "Float64", 45: "BFloat16"}
+_SHORT_TYPE_NAMES = {"F16": "Float16", "F32": "Float32", "F64": "Float64", "BF16": "BFloat16", "I8": "Int8",
+                     "I16": "Int16", "I32": "Int32", "I64": "Int64", "U8": "UInt8", "Bool": "Bool"}
+
+
+def cast_destination(node: "IRNode") -> str | None:
+    """The dtype a Cast converts to, from its ``dst_type`` attribute or its type-id operand (``I64(42)``)."""
+    dst = node.primitive_attrs.get("dst_type")
+    if dst is not None:
+        name = str(dst)
+        return _SHORT_TYPE_NAMES.get(name, name)
+    if len(node.operand_refs) > 1:
+        try:
+            value = node.operand_value(1)
+        except (IndexError, ValueError):
+            return None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return CAST_TYPE_IDS.get(value)
+    return None
+
+
 class IRNode:
     """One node (``%k(name) = op(...)``) or the ``Return(...)`` of a subgraph.
 
@@ -521,6 +544,33 @@ class IRFile:
                 if n.debug_name == name:
                     return n
         return None
+
+    def out_dtype(self, item: "IRNode | IRParam | None") -> str | None:
+        """The output dtype of a node or parameter: its type line, else what the compact format still says.
+
+        A compact dump (``MS_DEV_DUMP_IR_FORMAT=0``) has no type lines on nodes, but a
+        ``Cast`` names its destination (``PrimFunc_Cast(%x, I64(42))``, or ``dst_type: F16``
+        in its attributes) and parameters keep their types, so Cast chains can still be
+        followed.
+        """
+        if item is None:
+            return None
+        if isinstance(item, IRParam):
+            return getattr(item.type, "dtype", None)
+        if item.out_types:
+            return getattr(item.out_types[0], "dtype", None)
+        if item.op == "Cast":
+            return cast_destination(item)
+        return None
+
+    def in_dtype(self, node: "IRNode", i: int = 0) -> str | None:
+        """The dtype of a node's operand ``i``: its type line, else its producer's :meth:`out_dtype`."""
+        if node.in_types and len(node.in_types) > i:
+            return getattr(node.in_types[i], "dtype", None)
+        refs = node.operand_refs
+        if len(refs) <= i:
+            return None
+        return self.out_dtype(self.resolve(node, refs[i]))
 
     def _resolve_param(self, token: str) -> IRParam | None:
         p = self._param_by_ref.get(token)

@@ -174,6 +174,17 @@ class SarifFormat:
             {"level": "error", "message": {"text": e.message}, "descriptor": {"id": e.code or e.kind}}
             for e in result.errors
         ]
+        for d in result.diagnostics:  # inputs that could not be read, or only in part
+            if d.severity.value == "info":
+                continue
+            note: dict[str, Any] = {"level": "error" if d.severity.value == "error" else "warning",
+                                    "message": {"text": d.message}, "descriptor": {"id": d.code}}
+            if d.path:
+                phys: dict[str, Any] = {"artifactLocation": {"uri": ctx.relpath(d.path)}}
+                if d.line:
+                    phys["region"] = {"startLine": d.line, **({"startColumn": d.column} if d.column else {})}
+                note["locations"] = [{"physicalLocation": phys}]
+            notes.append(note)
         run: dict[str, Any] = {
             "tool": {
                 "driver": {
@@ -188,7 +199,7 @@ class SarifFormat:
             "results": results,
             "invocations": [
                 {
-                    "executionSuccessful": not result.errors,
+                    "executionSuccessful": not result.errors and not result.has_input_errors,
                     "toolExecutionNotifications": notes,
                 }
             ],

@@ -129,6 +129,10 @@ class Alignment16(Rule):
             dims_from_config(cfg, dims)
         if cfg is not None:
             map_config_keys(cfg, mp, dims)
+        if not dims:
+            ctx.skip(f"no MatMul shape could be read from the {source} (a compact IR dump, MS_DEV_DUMP_IR_FORMAT=0, has "
+                     "no type lines; kernel_details without Input Shapes): nothing was checked")
+            return
         flagged = [d for d in dims.values() if d.value % d.align and d.value >= self.options.min_dim and d.role != "M"]
         flagged += [d for d in dims.values() if d.role == "M" and d.value % d.align and d.config_key]
         if not flagged:

@@ -75,8 +75,7 @@ def find_chains(ir: Any, ctx: RuleContext, fwd_by_uid: dict[str, Any]) -> Iterab
     for node in casts:
         if id(node) in used:
             continue
-        src_dt = dtype_of(node.in_types[0] if node.in_types else None)
-        dst_dt = dtype_of(node.out_types[0] if node.out_types else None)
+        src_dt, dst_dt = ir.in_dtype(node, 0), ir.out_dtype(node)  # type lines, else the compact dump's hints
         if src_dt is None or dst_dt is None:
             continue
         prod = None
@@ -89,7 +88,7 @@ def find_chains(ir: Any, ctx: RuleContext, fwd_by_uid: dict[str, Any]) -> Iterab
             yield Chain("no-op", [node], [src_dt, dst_dt], chain_key(node, fwd_by_uid), layers=layer_set(layer))
             continue
         if prod is not None and id(prod) not in used:
-            p_src = dtype_of(prod.in_types[0] if prod.in_types else None)
+            p_src = ir.in_dtype(prod, 0)
             if p_src == dst_dt and p_src is not None:
                 used.update({id(node), id(prod)})
                 if node.is_backend_cast and not prod.is_backend_cast:

@@ -32,10 +32,17 @@ def chain_cost(chain: Chain, unit: StageEvidence, hbm_gbps: float) -> None:
             chain.how += f" + {len(chain.inner)} 32-bit op(s) at 16-bit bytes (fixed {unit.fixed_us:.1f} µs/launch)"
         return
     nbytes = 0.0
+    sized = 0
     for n in chain.nodes:
         i = tensor_bytes(getattr(n.in_types[0], "shape", None) if n.in_types else None, dtype_of(n.in_types[0]) if n.in_types else None)
         o = tensor_bytes(getattr(n.out_types[0], "shape", None) if n.out_types else None, dtype_of(n.out_types[0]) if n.out_types else None)
         nbytes += (i or 0.0) + (o or 0.0)
+        sized += i is not None or o is not None
+    if not sized:
+        # A compact dump (MS_DEV_DUMP_IR_FORMAT=0) has no type lines: the chain is certain, its size is not.
+        chain.how = ("unknown, the dump has no tensor shapes (compact IR format); dump with the default "
+                     "format or add a profile to measure it")
+        return
     chain.cost[unit.stage] = nbytes / (hbm_gbps * 1e3)  # bytes / (GB/s) → µs
     chain.how = f"estimated from {nbytes / 1e6:.2f} MB moved at {hbm_gbps:.0f} GB/s"
 

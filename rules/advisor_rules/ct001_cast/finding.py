@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from advisor_rules.ct001_cast.rule import CastExcess
 
 
-def finding(rule: CastExcess, ctx: RuleContext, chain: Chain, cost: float, step_us: float | None, n_stages: int,
+def finding(rule: CastExcess, ctx: RuleContext, chain: Chain, cost: float | None, step_us: float | None, n_stages: int,
             micro: int) -> Finding | None:
     """The finding for one chain (``None`` below ``min_share_pct``): kind, time, source lines, patch or advice."""
     nodes = chain.nodes
@@ -21,7 +21,7 @@ def finding(rule: CastExcess, ctx: RuleContext, chain: Chain, cost: float, step_
         per = ", ".join(f"stage {s}: {c:.1f}" for s, c in sorted(chain.cost.items()))
         how += (f"; kernel µs per step by pipeline stage ({per}) → step time under 1F1B with {micro} micro batches "
                 "(the slowest stage carries every micro batch, the others one)")
-    share = 100.0 * cost / step_us if step_us else None
+    share = 100.0 * cost / step_us if step_us and cost is not None else None
     if share is not None and share < rule.options.min_share_pct:
         return None
     first = nodes[0]
@@ -50,7 +50,10 @@ def finding(rule: CastExcess, ctx: RuleContext, chain: Chain, cost: float, step_
         msg.append(f"Between the casts {len(chain.inner)} op(s) ({', '.join(ops)}) run on 32-bit data; in "
                    f"{ctx.config.compute_dtype if ctx.config is not None else '16 bits'} they would move half the bytes "
                    f"({inner:.1f} µs per step of the kernel time below).")
-    msg.append(f"Time: {cost:.1f} µs per step ({how})" + (f", {share:.2f}% of the step." if share is not None else "."))
+    if cost is None:
+        msg.append(f"Time: {how}.")
+    else:
+        msg.append(f"Time: {cost:.1f} µs per step ({how})" + (f", {share:.2f}% of the step." if share is not None else "."))
     srcs = []
     for n in nodes:
         s_ = user_source(n)
@@ -98,7 +101,7 @@ def finding(rule: CastExcess, ctx: RuleContext, chain: Chain, cost: float, step_
         confidence=0.9 if chain.measured else 0.6,
         evidence=[
             Evidence(name="cast_nodes", value=len(nodes)),
-            Evidence(name="cast_time_per_step", value=round(cost, 3), unit="µs", source=how),
+            Evidence(name="cast_time_per_step", value=None if cost is None else round(cost, 3), unit="µs", source=how),
             Evidence(name="dtypes", value=chain_txt),
         ]
         + ([Evidence(name="layers", value=len(layers))] if layers else [])

@@ -152,7 +152,8 @@ class CastExcess(Rule):
         micro = pipeline_micro_batches(ctx, units)
         for chain in chains.values():
             fill_stages_without_ir(ctx, chain.cost, units)
-            saving = one_f_one_b_step_saving(chain.cost, busy, micro) if len(chain.cost) > 1 else sum(chain.cost.values())
+            saving = (None if not chain.cost else one_f_one_b_step_saving(chain.cost, busy, micro) if len(chain.cost) > 1
+                      else sum(chain.cost.values()))
             f = finding(self, ctx, chain, saving, step_us, len(units), micro)
             if f is not None:
                 yield f

@@ -1,0 +1,131 @@
+"""Trust at the edges: flags and paths checked before any work, one line per error, nothing passes unchecked."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from advisor_core.api import InputError, open_session
+from advisor_core.simulate import SCENARIOS, simulate_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+SARIF_SCHEMA = json.loads((ROOT / "tests" / "data" / "sarif" / "sarif-schema-2.1.0.json").read_text())
+
+
+def _advisor(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ADVISOR_WIDTH="100", ADVISOR_DISABLE_PLUGIN_AUTOLOAD="1")
+    return subprocess.run([sys.executable, "-m", "advisor_core", *args], capture_output=True, text=True, env=env, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("edges") / "clean"
+    simulate_scenario("clean", out, layers=2, steps=2, ground_truth=False)
+    return out
+
+
+def test_fix_with_a_missing_config() -> None:
+    proc = _advisor("fix", "--config", "/nonexistent.yaml")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == ("advisor fix: error: --config /nonexistent.yaml: file does not exist "
+                           "(see 'advisor fix --help')\n")
+
+
+def test_analyze_a_missing_path() -> None:
+    proc = _advisor("analyze", "/nonexistent")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        "/nonexistent: error: path does not exist",
+        "advisor: nothing to analyse: no profiler output, IR dumps or training config found",
+    ]
+
+
+def test_output_and_format_refused_before_any_work(clean: Path) -> None:
+    t = time.perf_counter()
+    proc = _advisor("analyze", str(clean), "--format", "json", "-o", "/nonexistent/dir/r.json")
+    assert proc.returncode == 2 and proc.stderr == (
+        "advisor analyze: error: --output /nonexistent/dir/r.json: directory /nonexistent/dir does not exist "
+        "(see 'advisor analyze --help')\n")
+    proc = _advisor("analyze", str(clean), "--format", "htm")
+    assert proc.returncode == 2 and proc.stderr.startswith("advisor analyze: error: unknown --format 'htm'; available: ")
+    assert time.perf_counter() - t < 10  # no analysis ran
+
+
+def test_open_session_on_a_wrong_path_raises() -> None:
+    with pytest.raises(InputError, match="wrong/path: error: path does not exist"):
+        open_session("wrong/path")
+
+
+def test_lint_a_directory_lints_every_config_in_it(real_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "lint.json"
+    proc = _advisor("lint", str(real_data / "mindformers-configs"), "--format", "json", "-o", str(out))
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(out.read_text())
+    assert len(data["inputs"]["configs"]) == 13
+    assert {f["code"] for f in data["findings"]} >= {"CT001", "LC005"}
+
+
+def test_lint_broken_yaml_is_an_error(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("model:\n  a: [1, 2\nparallel_config: {}\n")
+    proc = _advisor("lint", str(bad))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip() == (f"{bad}:3:16: error: training config is not valid YAML: expected ',' or ']', but got "
+                                   "':' (while parsing a flow sequence)")
+
+
+def test_lint_of_no_config_still_writes_the_sarif(tmp_path: Path) -> None:
+    other = tmp_path / "other.yaml"
+    other.write_text("foo: 1\n")
+    out = tmp_path / "x.sarif"
+    proc = _advisor("lint", str(other), "--format", "sarif", "-o", str(out))
+    assert proc.returncode == 0
+    assert f"{other}: skipped: not a MindFormers training config" in proc.stderr
+    assert "nothing linted: none of the 1 YAML file(s) given is a MindFormers training config" in proc.stderr
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, SARIF_SCHEMA)
+    assert doc["runs"][0]["results"] == []
+
+
+def test_compact_ir_dump_is_read_not_passed(ms_cpu: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    _advisor("analyze", str(ms_cpu / "cast_roundtrip" / "ir_dump_format0"), "--format", "json", "-o", str(out))
+    data = json.loads(out.read_text())
+    (f,) = [f for f in data["findings"] if f["code"] == "CT001"]
+    assert f["title"] == "lossy Cast round trip Float32→Float16→Float32" and f["saving_us"] is None
+    assert "Time: unknown, the dump has no tensor shapes (compact IR format)" in f["message"]
+    (al,) = [s for s in data["skipped"] if s["code"] == "AL001"]
+    assert al["reason"].startswith("no MatMul shape could be read from the IR") and "nothing was checked" in al["reason"]
+
+
+def test_sarif_of_a_mistyped_path_says_it_failed(tmp_path: Path) -> None:
+    out = tmp_path / "r.sarif"
+    proc = _advisor("lint", str(tmp_path / "nope.yaml"), "--format", "sarif", "-o", str(out))
+    assert proc.returncode == 2  # a usage error: no SARIF claims success
+    assert not out.exists()
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("model: [\n")
+    _advisor("lint", str(bad), "--format", "sarif", "-o", str(out))
+    inv = json.loads(out.read_text())["runs"][0]["invocations"][0]
+    assert inv["executionSuccessful"] is False
+    assert inv["toolExecutionNotifications"][0]["descriptor"]["id"] == "yaml-syntax"
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_sarif_of_every_scenario_validates(scenario: str, tmp_path: Path) -> None:
+    run = tmp_path / scenario
+    simulate_scenario(scenario, run, layers=2, steps=2, ground_truth=False)
+    for target in (run, run / "profile"):
+        out = tmp_path / "r.sarif"
+        proc = _advisor("analyze", str(target), "--format", "sarif", "-o", str(out))
+        assert proc.returncode in (0, 1), proc.stderr
+        doc = json.loads(out.read_text())
+        jsonschema.validate(doc, SARIF_SCHEMA)
+        assert doc["runs"][0]["invocations"][0]["executionSuccessful"] is True
