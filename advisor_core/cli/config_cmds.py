@@ -140,8 +140,10 @@ def lint_command(configs: tuple[Path, ...], graphs: tuple[Path, ...], profiles: 
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--config", "config", required=True, type=click.Path(path_type=Path, dir_okay=False, exists=False),
               help="The training YAML to fix.")
-@click.option("--profile", "profiles", multiple=True, type=click.Path(path_type=Path))
-@click.option("--graphs", "graphs", multiple=True, type=click.Path(path_type=Path))
+@click.option("--profile", "profiles", multiple=True, type=click.Path(path_type=Path),
+              help="Profile directory of the run the config belongs to (analysed to find the patches).")
+@click.option("--graphs", "graphs", multiple=True, type=click.Path(path_type=Path),
+              help="IR dump directory of that run (analysed to find the patches).")
 @click.option("--from-report", type=click.Path(path_type=Path, dir_okay=False, exists=True),
               help="Apply the patches of a saved `advisor analyze --format json` report instead of analysing again.")
 @click.option("--diff", "show_diff", is_flag=True, help="Print the unified diff and write nothing.")

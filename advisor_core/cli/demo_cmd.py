@@ -28,7 +28,8 @@ DEFAULT_SCENARIO = "kitchen-sink"
 @click.option("--format", "fmt", default="text", show_default=True, help="Report format (as for analyze).")
 @click.option("--no-fixes", is_flag=True, help="Do not print patch diffs.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Simulation seed.")
-def demo_command(scenario: str, keep: Path | None, fmt: str, no_fixes: bool, seed: int) -> None:
+@click.option("-v", "--verbose", is_flag=True, help="Also list every rule that reported nothing, with why.")
+def demo_command(scenario: str, keep: Path | None, fmt: str, no_fixes: bool, seed: int, verbose: bool) -> None:
     """Simulate SCENARIO (default kitchen-sink: every problem on 8 ranks) and analyse it.
 
     Needs no accelerator. Prints the analysis report, then the simulator's ground truth
@@ -59,7 +60,7 @@ def demo_command(scenario: str, keep: Path | None, fmt: str, no_fixes: bool, see
         host = _host(False, (), settings)
         session = Session([out], SessionOptions(settings=settings), host=host)
         result = session.analyze()
-        ctx = RenderContext(inputs=result.inputs, fail_on="never", show_fixes=not no_fixes, show_skipped=False)
+        ctx = RenderContext(inputs=result.inputs, fail_on="never", show_fixes=not no_fixes, show_skipped=verbose)
         render(result, host, fmt, None, ctx)
         if fmt == "text":
             _print_truth(sim.expected or json.loads((out / "expected.json").read_text(encoding="utf-8")), result)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 import sys
 import time
 from pathlib import Path
@@ -205,7 +206,11 @@ def _print_errors(result: Any) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @plugin_options
 def rules_command(fmt: str, no_plugins: bool, plugin_flags: tuple[str, ...], settings_file: Path | None) -> None:
-    """List every registered rule: code, name, plugin, severity, evidence needed."""
+    """List every registered rule: code, name, the tags --select accepts, severity, fix, plugin and summary.
+
+    `advisor explain CODE` gives a rule's help page and the evidence it needs; --format
+    json lists everything.
+    """
     settings = _settings(settings_file)
     host = _host(no_plugins, plugin_flags, settings)
     rules = host.rules()
@@ -218,6 +223,7 @@ def rules_command(fmt: str, no_plugins: bool, plugin_flags: tuple[str, ...], set
             "severity": r.cls.severity.value,
             "needs": r.cls.requires.describe(),
             "fix": r.cls.fix_availability,
+            "tags": list(r.cls.tags),
             "summary": r.cls.summary,
         }
         for code, r in rules.items()
@@ -227,12 +233,23 @@ def rules_command(fmt: str, no_plugins: bool, plugin_flags: tuple[str, ...], set
     else:
         from rich.table import Table
 
-        t = Table(title=f"{len(rows)} rule(s)", title_justify="left")
-        for h in ("code", "name", "plugin", "severity", "fix", "needs (any of)"):
-            t.add_column(h, overflow="fold")
-        for r in rows:
-            t.add_row(r["code"], r["name"], r["plugin"], r["severity"], r["fix"], r["needs"])
-        stdout_console().print(t)
+        console = stdout_console()
+        title = f"{len(rows)} rule(s); --select/--ignore take codes, prefixes, names or tags"
+        if console.width >= 120:
+            t = Table(title=title, title_justify="left")
+            for h, kw in (("code", {"no_wrap": True}), ("name", {}), ("tags", {}), ("severity", {"no_wrap": True}),
+                          ("fix", {"no_wrap": True}), ("plugin", {}), ("summary", {"ratio": 1})):
+                t.add_column(h, overflow="fold", **kw)
+            for r in rows:
+                t.add_row(r["code"], r["name"], ", ".join(r["tags"]), r["severity"], r["fix"], r["plugin"], r["summary"])
+            console.print(t)
+        else:  # narrow: one entry per rule, nothing cut
+            console.print(title, markup=False, highlight=False)
+            for r in rows:
+                console.print(f"{r['code']:<7}{r['name']}  [{', '.join(r['tags'])}]", markup=False, highlight=False)
+                line = f"{r['summary']} ({r['severity']}; fix {r['fix']}; {r['plugin']})"
+                console.print(textwrap.fill(line, width=max(console.width, 40), initial_indent=" " * 7,
+                                            subsequent_indent=" " * 7), markup=False, highlight=False, soft_wrap=True)
     _report_plugin_failures(host)
     raise SystemExit(EXIT_ERROR if host.failed else EXIT_OK)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import hashlib
 import json
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -49,24 +50,22 @@ class TextFormat:
 
     def print(self, result: "AnalysisResult", ctx: RenderContext, console: Console) -> None:
         if result.findings:
-            t = Table(title=f"{len(result.findings)} finding(s), ranked by estimated saving × confidence",
-                      title_justify="left", show_lines=False, expand=True)
-            t.add_column("#", justify="right")
-            t.add_column("code")
-            t.add_column("sev")
-            t.add_column("saving/step", justify="right", no_wrap=True)
-            t.add_column("finding", overflow="fold", ratio=1)
-            t.add_column("where", no_wrap=True, overflow="ellipsis", max_width=30)
-            for i, f in enumerate(result.findings, 1):
-                t.add_row(
-                    str(i),
-                    f.code,
-                    Text(f.severity.value, style=_SEV_STYLE[f.severity]),
-                    _saving(f),
-                    f.title,
-                    primary_location_text(f, ctx, short=True),
-                )
-            console.print(t)
+            rows = [(str(i), f.code, f.severity, _saving(f), f.title, primary_location_text(f, ctx, short=True))
+                    for i, f in enumerate(result.findings, 1)]
+            title = f"{len(result.findings)} finding(s), ranked by estimated saving × confidence"
+            if _table_fits(rows, console.width):
+                t = Table(title=title, title_justify="left", show_lines=False, expand=True)
+                t.add_column("#", justify="right")
+                t.add_column("code")
+                t.add_column("sev")
+                t.add_column("saving/step", justify="right", no_wrap=True)
+                t.add_column("finding", overflow="fold", ratio=1, min_width=MIN_TITLE_WIDTH)
+                t.add_column("where", no_wrap=True)  # a file:line is never cut
+                for n, code, sev, saving, text, where in rows:
+                    t.add_row(n, code, Text(sev.value, style=_SEV_STYLE[sev]), saving, text, where)
+                console.print(t)
+            else:
+                _print_stacked(title, rows, console)
             for i, f in enumerate(result.findings, 1):
                 console.print()
                 console.print(Text(f"[{i}] {f.code} {f.rule}: {f.title}", style="bold"))
@@ -109,6 +108,34 @@ class TextFormat:
             console.print(Text(f"{len(result.errors)} error(s):", style="bold red"))
             for e in result.errors:
                 console.print(f"  {e.message}", markup=False, highlight=False)
+
+
+MIN_TITLE_WIDTH = 30  # narrower than this, the table gives way to one block per finding
+_TABLE_CHROME = 19  # borders and padding of the six-column table
+
+
+def _table_fits(rows: list[tuple[Any, ...]], width: int) -> bool:
+    """Do the fixed columns, whole ``file:line``s and a 30-character finding column fit in ``width``?"""
+    fixed = [max(len(r[i]) for r in rows) for i in (0, 1, 3, 5)]
+    sev = max(len(r[2].value) for r in rows)
+    header = [1, 4, 11, 5]  # "#", "code", "saving/step", "where"
+    need = sum(max(a, b) for a, b in zip(fixed, header)) + max(sev, 3) + MIN_TITLE_WIDTH + _TABLE_CHROME
+    return need <= width
+
+
+def _print_stacked(title: str, rows: list[tuple[Any, ...]], console: Console) -> None:
+    """One block per finding, for a narrow terminal, a pipe or a file: nothing cut, nothing squeezed."""
+    console.print(Text(title, style="bold"))
+    for n, code, sev, saving, text, where in rows:
+        head = Text(f"{n:>3} {code} ")
+        head.append(sev.value, style=_SEV_STYLE[sev])
+        head.append(f"  {saving} per step")
+        console.print(head)
+        wrapped = textwrap.fill(text, width=max(console.width, 40), initial_indent="    ", subsequent_indent="    ",
+                                break_long_words=False, break_on_hyphens=False)
+        console.print(Text(wrapped, style="bold"), soft_wrap=True)
+        if where:
+            console.print(Text(f"    {where}"), style="dim", soft_wrap=True)
 
 
 def _fmt_value(v: Any) -> str:
