@@ -186,6 +186,10 @@ def fix_command(paths: tuple[Path, ...], config: Path, profiles: tuple[Path, ...
         print_diagnostics(sink, verbose=False)
         if result.errors:
             _print_errors(result)
+        if session.mismatches:
+            stderr_console().print(f"advisor fix: not fixing {config}: it does not belong to the run given "
+                                   "(see above)", markup=False, soft_wrap=True)
+            raise SystemExit(2)
     code = apply_fixes(config, findings, unsafe=unsafe_fixes, show_diff=show_diff, select=_codes(select), ignore=_codes(ignore))
     raise SystemExit(code)
 

@@ -71,6 +71,7 @@ class Session:
         self._ir: Any = None
         self._doc: Any = None
         self._inputs: AnalysisInputs | None = None
+        self.mismatches: list[Any] = []
         self._loaded = False
 
     # -- evidence ---------------------------------------------------------------------
@@ -104,6 +105,16 @@ class Session:
             from advisor_core.config.document import ConfigDocument
 
             self._doc = ConfigDocument.load(Path(self.config_path), self.sink)
+        self.mismatches: list[Any] = []
+        if self._doc is not None and (self._run is not None or self._ir is not None):
+            from advisor_core.config.training import TrainingConfig
+            from advisor_core.engine.consistency import check_inputs
+
+            self.mismatches = check_inputs(self._run, self._ir, TrainingConfig(self._doc.data, str(self._doc.path)))
+            for m in self.mismatches:
+                self.sink.error("inputs-disagree", m.message(str(self.config_path)), self.config_path)
+            if self.mismatches:
+                self._doc = None  # a config from another run: nothing is computed from it
 
     @property
     def run(self) -> Any:
