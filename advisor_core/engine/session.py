@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from advisor_core.diagnostics import DiagnosticSink
 from advisor_core.discover.inputs import ClassifiedInputs, classify_inputs
@@ -25,6 +23,9 @@ from advisor_core.engine.context import AnalysisInputs
 from advisor_core.engine.plugins import PluginHost, load_plugins
 from advisor_core.engine.runner import AnalysisResult, run_rules
 from advisor_core.engine.settings import Settings
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 
 @dataclass
@@ -82,9 +83,9 @@ class Session:
         if self._loaded:
             return
         self._loaded = True
-        from advisor_core.model.run import load_run
-
         if self.profile_paths:
+            from advisor_core.model.run import load_run
+
             self._run = load_run(*self.profile_paths, sink=self.sink, loaders=self._loaders(), report_empty=True)
             if self.host.spec is not None and not self.options.scheduler:
                 from advisor_core.engine.rankwork import prewarm
@@ -150,7 +151,7 @@ class Session:
         }
 
     # -- notebook helpers ---------------------------------------------------------------
-    def table(self, name: str, columns: Sequence[str] | None = None) -> pd.DataFrame | None:
+    def table(self, name: str, columns: Sequence[str] | None = None) -> "pd.DataFrame | None":
         """Table ``name`` of every rank, stacked with a ``rank`` column (``None`` when absent)."""
         return None if self.run is None else self.run.table(name, columns)
 
@@ -183,8 +184,10 @@ class Session:
         return result
 
     @staticmethod
-    def findings_frame(result: AnalysisResult) -> pd.DataFrame:
+    def findings_frame(result: AnalysisResult) -> "pd.DataFrame":
         """One row per finding: code, severity, saving (µs, %), confidence, title, location, patch count."""
+        import pandas as pd
+
         rows = []
         for i, f in enumerate(result.findings, 1):
             loc = f.locations[0] if f.locations else None

@@ -15,6 +15,8 @@ import re
 from functools import lru_cache
 from typing import Iterable, NamedTuple
 
+# Accelerator cores whose kernels are communication (their time is waiting as much as working).
+COMM_CORE_NAMES = frozenset({"HCCL", "COMMUNICATION"})
 # ``<launch op full name>/<device kernel name>``: the part up to the ``<Op>-op<N>`` segment.
 _KERNEL_SCOPE = re.compile(r"^(?P<scope>.*?/[A-Za-z]\w*-op\d+)(?:/.*)?$")
 _LAYER_SEG = re.compile(r"^(\d+)-\w+$")

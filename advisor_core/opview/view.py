@@ -30,8 +30,10 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-# Accelerator cores whose kernels are communication (their time is waiting as much as working).
-COMM_CORE_NAMES = frozenset({"HCCL", "COMMUNICATION"})
+from advisor_core.opview.names import COMM_CORE_NAMES
+
+__all__ = ["COMM_CORE_NAMES", "OpView", "Timeline"]
+
 
 
 @dataclass

@@ -6,7 +6,6 @@ from typing import Any, Iterable
 
 from pydantic import Field
 
-from advisor_core.analyses.step_time import mean_step_time_us
 from advisor_core.engine import (
     Evidence,
     Finding,
@@ -73,6 +72,9 @@ class AicpuShare(Rule):
 
     def rank_evidence(self, rank: Any) -> dict[str, Any] | None:
         """AI_CPU time of one rank, by op type (runs where the rank's files are read; small result)."""
+        # imported here: `advisor rules` and `lint` load this module and should not pay for pandas
+        from advisor_core.analyses.step_time import mean_step_time_us
+
         view = rank.op_view()  # the rank's kernels as distinct ops (advisor_core.opview)
         if view is None or not view.has_columns("accelerator_core"):
             return None

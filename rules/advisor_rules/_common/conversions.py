@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # pragma: no cover - heavy imports are made where used
+    import pandas as pd
+
 
 CAST_TYPES = ("Cast",)
 TRANSDATA_TYPES = ("TransData", "TransDataRNN")
@@ -62,6 +64,8 @@ def conversion_time(rank: Any, kind: str) -> ConversionTime | None:
 
     TransData in the cells of unaligned MatMuls are left out (AL001 explains them).
     """
+    import pandas as pd
+
     view = rank.op_view()
     if view is None or view.ops.empty:
         return None

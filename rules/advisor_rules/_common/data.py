@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from advisor_core.analyses.steady import steady_steps
-from advisor_core.analyses.step_time import step_breakdown
 from advisor_core.engine import Evidence
+
+if TYPE_CHECKING:  # pragma: no cover - heavy imports are made where used
+    import pandas as pd
 
 EMPTY_QUEUE_SHARE = 0.3  # feeding queue empty in at least this share of samples means data-bound (MindInsight's 30 %)
 DATA_BOUND_SHARE_PCT = 1.0  # a data wait below this share of the step is dequeue latency and launch gaps, not a bound
@@ -44,6 +43,8 @@ class Wait:
 
 def queue_empty_share(rank: Any) -> tuple[float | None, str | None]:
     """Share of samples the queue feeding the device was empty, and which queue (host queue, else the root's child)."""
+    import pandas as pd
+
     hq = rank.table("host_queue") if rank.has_table("host_queue") else None
     if hq is not None and len(hq) > 1:
         sizes = hq["queue_size"].iloc[1:]  # the first step is warm-up
@@ -61,6 +62,9 @@ def queue_empty_share(rank: Any) -> tuple[float | None, str | None]:
 
 def data_wait(ctx: Any, rank: Any, empty_queue_share: float = EMPTY_QUEUE_SHARE) -> Wait:
     """The rank's data wait per step (see the module doc); ``wait_us`` is ``None`` without step-level evidence."""
+    from advisor_core.analyses.steady import steady_steps
+    from advisor_core.analyses.step_time import step_breakdown
+
     empty, _ = queue_empty_share(rank)
     bd = step_breakdown(rank)
     if bd is not None and not bd.empty:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Iterable
 
 from advisor_core.engine import RuleContext
 from advisor_rules._common import stage_busy_and_micro
 from advisor_rules.al001_alignment.shapes import MATMUL_OPS, TRANSDATA_OPS, matmuls, operand_shapes, pad_to
+
+if TYPE_CHECKING:  # pragma: no cover - heavy imports are made where used
+    import pandas as pd
 
 
 @dataclass

@@ -6,8 +6,6 @@ import re
 
 from typing import Any
 
-import numpy as np
-
 from advisor_core.engine import RuleContext
 from advisor_rules._common import kernel_cell, kernel_scope
 from advisor_rules.cm001_comm.chains import COMM_OPS, Chain
@@ -66,6 +64,8 @@ def chain_cost(view: Any, ch: Chain, others: set[str]) -> tuple[float, int]:
 def bytes_estimate(ctx: RuleContext, ch: Chain, hccs_gbps: float) -> float:
     """Without a profile: the bytes the chain's collectives output, twice (the gradient is gathered too),
     per micro batch, over ``hccs_gbps`` (µs per step)."""
+    import numpy as np
+
     nbytes = 0.0
     for o in ch.ops:
         if o.op in COMM_OPS and o.out_types:

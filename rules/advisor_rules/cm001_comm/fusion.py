@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from advisor_core.engine import Evidence, Finding, Location, RuleContext, Safety
 from advisor_rules._common import data_bound_effect, severity_for_share
 from advisor_rules.cm001_comm.buckets import best_split
@@ -19,6 +17,8 @@ if TYPE_CHECKING:  # pragma: no cover
 def gradient_tail_finding(rule: UnexpectedCommunication, ctx: RuleContext,
                           reps: list[tuple[int, Any]]) -> Finding | None:
     """The exposed gradient AllReduce of the stages, with split points and their patch; ``None`` when quiet."""
+    import numpy as np
+
     cfg = ctx.config
     if not reps:
         return None

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-import pandas as pd
-
 from advisor_core.engine import Evidence, Finding, Location, Patch, RuleContext, Safety
 from advisor_rules._common import (
     cell_path_in_layer,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 
 _RECEIVE = r"Receive|hcom_receive"
 
@@ -29,6 +28,8 @@ def receive_slack(view: Any, windows: list[tuple[int, int, int, int]],
     the previous stage's first forward, not for its tail: it is used alone only when it is
     all there is. Reads the op view's timeline.
     """
+    import numpy as np
+
     ops, tl = view.ops, view.timeline
     recv_op = ops["name"].astype(str).str.contains(_RECEIVE, case=False, regex=True).to_numpy()
     recv = recv_op[tl.op]
@@ -57,6 +58,8 @@ def step_gain(stages: list[dict[str, Any]], deltas: list[float]) -> tuple[float,
     Returns the gain and how it was combined; the mean over the stages when the first stage
     was not profiled or a later stage's slack is unknown (no pipeline evidence to order them).
     """
+    import numpy as np
+
     by_stage = {s["stage"]: (s, d) for s, d in zip(stages, deltas)}
     if len(stages) < 2 or 0 not in by_stage or any(s.get("slack_us") is None for s in stages if s["stage"] != 0):
         return float(np.mean(deltas)), None

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
-
-from advisor_core.analyses.step_time import mean_step_time_us, step_windows
 from advisor_core.engine import RuleContext
 from advisor_rules._common import (
     cell_path_in_layer,
@@ -18,6 +14,9 @@ from advisor_rules._common import (
     llama_parameters,
 )
 from advisor_rules.cm001_comm.stages import receive_slack
+
+if TYPE_CHECKING:  # pragma: no cover - heavy imports are made where used
+    import numpy as np
 
 COMM_CORES = ["HCCL", "COMMUNICATION"]
 _GRAD_REDUCER = re.compile(r"grad_reducer|GradReducer", re.I)
@@ -62,6 +61,11 @@ def tail_of(rank: Any, view: Any) -> dict[str, Any] | None:
     returns is small: per-step figures and, for :func:`readiness`, the last backward end of
     each (layer, cell path) per step.
     """
+    import numpy as np
+    import pandas as pd
+    from advisor_core.analyses.step_time import mean_step_time_us
+    from advisor_core.analyses.step_time import step_windows
+
     if view is None or view.timeline is None or not len(view.timeline):
         return None
     ops, tl = view.ops, view.timeline
@@ -111,6 +115,9 @@ def tail_of(rank: Any, view: Any) -> dict[str, Any] | None:
 
 def _backward_ends(view: Any, bwd: np.ndarray, windows: list[tuple[int, int, int, int]]) -> dict[int, dict[tuple[str, ...], dict[int, int]]]:
     """Last end (ns) of the backward kernels of each decoder layer's cell path, per step window."""
+    import numpy as np
+    import pandas as pd
+
     tl, ops = view.timeline, view.ops
     idx = np.flatnonzero(bwd)
     starts = np.array([w[0] for w in windows], dtype="int64")
@@ -130,6 +137,8 @@ def _backward_ends(view: Any, bwd: np.ndarray, windows: list[tuple[int, int, int
 
 def stage_params(ctx: RuleContext, rank: Any, stage: int) -> list[tuple[str, float]]:
     """(name, elements) of the rank's trainable parameters in first-use order: IR, else the config."""
+    import numpy as np
+
     rd = next((x for x in ctx.ir_ranks() if x.rank == rank.rank_id), None)
     ir = (ctx.ir_graph("frontend", rd) or ctx.ir_graph("parallel", rd)) if rd is not None else None
     params = [(n, s) for n, s, _ in ir_parameters(ir) if is_model_weight(n)] if ir is not None else []
@@ -148,6 +157,8 @@ def readiness(tail: dict[str, Any], params: list[tuple[str, float]]) -> list[flo
     micro batch's. Averaged over the profiled steps; a parameter without kernels of its own
     counts as ready at the end.
     """
+    import numpy as np
+
     by_layer, windows = tail["bwd_last"], tail["windows"]
     out = []
     for name, _ in params:

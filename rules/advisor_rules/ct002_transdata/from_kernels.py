@@ -7,13 +7,14 @@ search needs the timeline, so it runs where the view was built (``rank_evidence`
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from advisor_rules._common import cell_path_in_layer, layer_of_scope, unaligned_matmul_cells
 from advisor_rules.ct002_transdata.groups import SPECIAL_FORMATS, TRANS_OPS, Group
+
+if TYPE_CHECKING:  # pragma: no cover - heavy imports are made where used
+    import numpy as np
+    import pandas as pd
 
 
 def from_kernels(view: Any) -> dict[str, Group]:
@@ -23,6 +24,8 @@ def from_kernels(view: Any) -> dict[str, Group]:
     and TransData of X's backward (``…/<cell>/Grad_<X>/TransData-op*``: MindSpore names a
     backward op after its forward op).
     """
+    import numpy as np
+
     if view is None or not view.has_columns("input_formats", "output_formats", "start_ns") or view.timeline is None:
         return {}
     first_pos = _first_positions(view)
@@ -39,6 +42,8 @@ def from_kernels(view: Any) -> dict[str, Group]:
 
 def _first_positions(view: Any) -> np.ndarray:
     """Per op: its first position in kernel order (ops never launched with a start time sort last)."""
+    import numpy as np
+
     seq = view.timeline.op
     first = np.full(len(view.ops), np.iinfo(np.int64).max, np.int64)
     uniq, idx = np.unique(seq, return_index=True)
@@ -48,6 +53,9 @@ def _first_positions(view: Any) -> np.ndarray:
 
 def sandwiches(view: Any, first_pos: np.ndarray, unaligned: set[str]) -> dict[str, Group]:
     """TransData special→ND, op X, TransData ND→special, adjacent in kernel order; grouped by X's cell path and type."""
+    import numpy as np
+    import pandas as pd
+
     ops = view.ops
     seq = view.timeline.op.astype(np.int64)
     n = len(seq)

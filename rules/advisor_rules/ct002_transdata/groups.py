@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
-
 from advisor_rules._common import layer_of_scope
 
 TRANS_OPS = ("TransData", "TransDataRNN")
@@ -16,6 +14,8 @@ MATMUL_OPS = {"MatMul", "BatchMatMul", "MatMulV2", "MatMulV3", "BatchMatMulV2", 
 
 def norm_fmt(fmt: Any) -> str:
     """A format name as the rule compares them: ``FORMAT_`` dropped, ND spellings (``DefaultFormat``, ``NCHW``) → ``ND``."""
+    import pandas as pd
+
     f = "" if fmt is None or fmt is pd.NA or (isinstance(fmt, float) and fmt != fmt) else str(fmt)
     f = f.upper().replace("FORMAT_", "")
     return {"DEFAULTFORMAT": "ND", "NCHW": "ND", "FRACZ": "FRACTAL_Z"}.get(f, f)

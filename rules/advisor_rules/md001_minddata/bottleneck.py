@@ -5,9 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
 
 @dataclass
 class Bottleneck:
@@ -25,6 +22,8 @@ class Bottleneck:
 
 def find_bottleneck(rank: Any, full_usage: float, empty_usage: float) -> Bottleneck | None:
     """The op whose input queue is full while its output is empty, else a starving leaf, else the transfer."""
+    import pandas as pd
+
     pipe = rank.table("minddata_pipeline") if rank.has_table("minddata_pipeline") else None
     if pipe is None or pipe.empty:
         summ = rank.table("minddata_summary") if rank.has_table("minddata_summary") else None
@@ -91,6 +90,9 @@ def op_label(r: Any) -> str:
 
 
 def _int(v: Any) -> int | None:
+    import numpy as np
+    import pandas as pd
+
     try:
         return None if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA else int(v)
     except (TypeError, ValueError):

@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from advisor_core.engine import Evidence, Finding, Location, RuleContext, Safety, Severity
 from advisor_rules._common import severity_for_share
 from advisor_rules.md001_minddata.bottleneck import Bottleneck
@@ -20,6 +18,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def finding(rule: MinddataBottleneck, ctx: RuleContext, rank: Any, wait: Wait, bott: Bottleneck | None) -> Finding:
     """The finding for the rank waiting longest: the wait, the bottleneck, workers to add and the patches."""
+    import pandas as pd
+
     o = rule.options
     step_us = wait.step_us
     wait_us = float(wait.wait_us or 0.0)
