@@ -65,7 +65,7 @@ def _time_span(rank: Rank) -> dict[str, Any] | None:
 def _steps(rank: Rank) -> dict[str, Any] | None:
     w = step_windows(rank)
     if w is not None:
-        return {"count": len(w), "ids": [int(s) for s in w["step"]], "source": "trace_view.json ProfilerStep#"}
+        return {"count": len(w), "ids": [int(s) for s in w["step"]], "source": _steps_source(rank)}
     if rank.has_table("kernels") and "step_id" in (rank.columns("kernels") or []):
         k = rank.table("kernels", ["step_id"])
         if k is not None and k["step_id"].notna().any():
@@ -83,6 +83,11 @@ def _steps(rank: Rank) -> dict[str, Any] | None:
             ids = [int(s) for s in hq["step"].dropna()]
             return {"count": len(ids), "ids": ids, "source": "host data queue (dataset pipeline steps)"}
     return None
+
+
+def _steps_source(rank: Rank) -> str:
+    src = rank.table_source("step_events")
+    return f"{src[0].name} STEP_TIME" if src is not None and src[1] == "profiler_db" else "trace_view.json ProfilerStep#"
 
 
 def _tables(rank: Rank) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

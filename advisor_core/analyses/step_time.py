@@ -85,6 +85,14 @@ def _step_windows(rank: Rank) -> pd.DataFrame | None:
     return w[["step", "start_ns", "end_ns"]]
 
 
+def step_events_label(rank: Rank) -> str:
+    """Where the step windows and overlap intervals came from, in words."""
+    src = rank.table_source("step_events")
+    if src is not None and src[1] == "profiler_db":
+        return f"{src[0].name} STEP_TIME + overlap of TASK intervals"
+    return "trace_view.json ProfilerStep + Overlap Analysis"
+
+
 def _from_trace(rank: Rank) -> pd.DataFrame | None:
     windows = step_windows(rank)
     if windows is None:
@@ -115,7 +123,7 @@ def _from_trace(rank: Rank) -> pd.DataFrame | None:
     first_task = _first_task_starts(rank, starts, ends)
     if first_task is not None:
         out["preparing_us"] = [(f - s) / 1000.0 if f is not None else np.nan for f, s in zip(first_task, starts)]
-    out["source"] = "trace_view.json ProfilerStep + Overlap Analysis"
+    out["source"] = step_events_label(rank)
     return out
 
 

@@ -133,14 +133,17 @@ def render(result: Any, host: Any, fmt: str, output: Path | None, ctx: Any) -> N
                    "(also [tool.advisor] scheduler, ADVISOR_SCHEDULER; needs the dask extra).")
 @click.option("--scheduler-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
               help="Seconds to reach the scheduler and find a worker.")
+@click.option("--source", type=click.Choice(["auto", "text", "db"]), default="auto", show_default=True,
+              help="Which profiler export to read when a rank has both: the SQLite DB where it holds a table "
+                   "(auto), only the text files, or only the DB.")
 @click.option("--timings", is_flag=True, help="Print seconds per load and per rule on stderr.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress display on stderr.")
 @plugin_options
 def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs: tuple[Path, ...], config: Path | None,
                     select: tuple[str, ...], extend_select: tuple[str, ...], ignore: tuple[str, ...], fmt: str | None,
                     output: Path | None, fail_on: str | None, no_fixes: bool, verbose: bool, jobs: int | None,
-                    scheduler: str | None, scheduler_timeout: float, timings: bool, quiet: bool, no_plugins: bool,
-                    plugin_flags: tuple[str, ...], settings_file: Path | None) -> None:
+                    scheduler: str | None, scheduler_timeout: float, source: str, timings: bool, quiet: bool,
+                    no_plugins: bool, plugin_flags: tuple[str, ...], settings_file: Path | None) -> None:
     """Find what is slow in a training run, ranked by the time it would win.
 
     Each PATH is classified automatically — profile directory, cluster parent,
@@ -162,7 +165,7 @@ def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs:
         list(paths),
         SessionOptions(profiles=list(profiles), graphs=list(graphs), config=config, settings=settings, jobs=jobs,
                        scheduler=scheduler or os.environ.get("ADVISOR_SCHEDULER") or settings.scheduler,
-                       scheduler_timeout=scheduler_timeout),
+                       scheduler_timeout=scheduler_timeout, source=source),
         host=host,
     )
     sel = _codes(select)

@@ -15,8 +15,10 @@ from advisor_core.diagnostics import DiagnosticSink
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), help="Write the report here instead of stdout.")
 @click.option("--no-ir", is_flag=True, help="Do not look for IR graph dumps.")
+@click.option("--source", type=click.Choice(["auto", "text", "db"]), default="auto", show_default=True,
+              help="Which profiler export to read when a rank has both (the DB where it holds a table, by default).")
 @click.option("-v", "--verbose", is_flag=True, help="Also print informational diagnostics.")
-def inspect_command(paths: tuple[Path, ...], fmt: str, output: Path | None, no_ir: bool, verbose: bool) -> None:
+def inspect_command(paths: tuple[Path, ...], fmt: str, output: Path | None, no_ir: bool, source: str, verbose: bool) -> None:
     """Show what profiler output (and IR dumps) PATH holds, per rank.
 
     For each rank: the artifacts found with row counts, steps and time span,
@@ -32,7 +34,7 @@ def inspect_command(paths: tuple[Path, ...], fmt: str, output: Path | None, no_i
     scan = DiagnosticSink()
     classified = classify_inputs(list(paths), scan)  # where things are; load_run says what is wrong with them
     sink.extend(d for d in scan if d.code.startswith("scan-") or d.code == "symlink-loop")
-    run = load_run(*(classified.profiles or paths), sink=sink, report_empty=False)
+    run = load_run(*(classified.profiles or paths), sink=sink, report_empty=False, source=source)
     extra = {}
     if not no_ir:
         extra = _ir_section(classified.graphs or [p for p in paths if p.is_dir()], sink)

@@ -24,9 +24,12 @@ from advisor_core.cli.common import stderr_console, stdout_console
               help="Override a config key (dotted path, value parsed as YAML); hardware.* keys change the hardware profile.")
 @click.option("--hardware", type=click.Path(path_type=Path, dir_okay=False), help="YAML/JSON file overriding hardware fields.")
 @click.option("--force", is_flag=True, help="Write into a non-empty output directory.")
+@click.option("--export", "export", type=click.Choice(["text", "db", "both"]), default="text", show_default=True,
+              help="Profiler export to write: the text files, the SQLite DB (ascend_mindspore_profiler_{rank}.db and "
+                   "analysis.db, as MindSpore's export_type=[db]), or both.")
 def simulate_command(scenario: str | None, out: Path | None, list_scenarios: bool, ranks: int | None, steps: int | None,
                      layers: int | None, seed: int, config_file: Path | None, sets: tuple[str, ...], hardware: Path | None,
-                     force: bool) -> None:
+                     force: bool, export: str) -> None:
     """Simulate MindSpore training on Ascend: write profiler output, IR dumps and the ground truth.
 
     OUT gets one *_ascend_ms directory per rank under profile/, IR dumps under graphs/rank_<id>/,
@@ -45,7 +48,7 @@ def simulate_command(scenario: str | None, out: Path | None, list_scenarios: boo
         raise click.UsageError("missing -o/--out OUT")
     try:
         result = simulate_scenario(scenario, out, config=config_file, ranks=ranks, steps=steps, layers=layers, seed=seed,
-                                   sets=sets, hardware=hardware, force=force)
+                                   sets=sets, hardware=hardware, force=force, export=export)
     except SimulationInputError as exc:
         stderr_console().print(f"advisor simulate: {exc}", markup=False, highlight=False, soft_wrap=True)
         raise SystemExit(2) from None

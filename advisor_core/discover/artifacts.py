@@ -81,8 +81,10 @@ ARTIFACT_PATTERNS: tuple[ArtifactPattern, ...] = (
     ArtifactPattern("profiler_info", "root", r"profiler_info_{id}\.json", "profiler metadata with the rank id"),
     ArtifactPattern("profiler_info", "root", r"profiler_info\.json"),
     ArtifactPattern("profiler_metadata", "root", r"profiler_metadata\.json", "env vars and parallel groups"),
-    ArtifactPattern("db_export", "apo", r"ascend_(?:pytorch|mindspore)_profiler(?:_\d+)?\.db", "DB export"),
-    ArtifactPattern("db_export", "apo", r"(?:analysis|communication_analyzer)\.db"),
+    ArtifactPattern("profiler_db", "apo", r"ascend_(?:pytorch|mindspore)_profiler(?:_\d+)?\.db",
+                    "SQLite export: kernels, steps, memory"),
+    ArtifactPattern("analysis_db", "apo", r"analysis\.db", "SQLite export: communication and step breakdown"),
+    ArtifactPattern("analysis_db", "apo", r"communication_analyzer\.db"),
 )
 
 ARTIFACT_KINDS: tuple[str, ...] = tuple(dict.fromkeys(p.kind for p in ARTIFACT_PATTERNS))
@@ -91,7 +93,7 @@ ARTIFACT_KINDS: tuple[str, ...] = tuple(dict.fromkeys(p.kind for p in ARTIFACT_P
 LOOSE_PROFILE_FILES = re.compile(
     r"^(kernel_details\.csv|trace_view\.json|step_trace_time\.csv|op_statistic\.csv|communication\.json|"
     r"minddata_pipeline_raw_\d+\.csv|minddata_pipeline_summary_\d+\.(json|csv)|step_trace_raw_\d+_detail_time\.csv|"
-    r"profiler_info_\d+\.json)$"
+    r"profiler_info_\d+\.json|ascend_mindspore_profiler_\d+\.db)$"
 )
 
 

@@ -57,6 +57,9 @@ class RankSource:
     timestamp: str | None = None
     host: str | None = None
     pid: int | None = None
+    # which export a table is read from when both are present: "auto" (the DB when it holds
+    # the table), "text" or "db" (``--source``)
+    source_mode: str = "auto"
 
     def artifact(self, kind: str) -> Path | None:
         a = self.artifacts.get(kind)
@@ -269,6 +272,7 @@ def discover_profiles(
     *,
     report_empty: bool = True,
     patterns: tuple[ArtifactPattern, ...] = (),
+    source: str = "auto",
 ) -> ProfileSet:
     """Find every profiled rank under ``paths`` (see module docstring).
 
@@ -308,6 +312,7 @@ def discover_profiles(
     result = ProfileSet(roots=roots, cluster_files=dict(walker.cluster_files))
     unknown: list[RankSource] = []
     for src in sources:
+        src.source_mode = source
         _check_export_type(src, sink)
         rid, how, info = _identify(src, sink)
         meta = md.read_profiler_metadata(src.artifacts["profiler_metadata"].path, sink) if "profiler_metadata" in src.artifacts else None
@@ -392,18 +397,13 @@ def _choose(group: list[RankSource], rank_id: int, sink: DiagnosticSink) -> Rank
 
 
 def _check_export_type(src: RankSource, sink: DiagnosticSink) -> None:
-    has_db = "db_export" in src.artifacts
+    dbs = [src.artifacts[k].path.name for k in ("profiler_db", "analysis_db") if k in src.artifacts]
+    if not dbs:
+        return
     has_text = any(k in src.artifacts for k in _TEXT_KINDS)
-    if has_db and not has_text:
-        sink.error(
-            "db-export-only",
-            f"only a DB export is present ({src.artifacts['db_export'].path.name}); this tool reads the text "
-            "export — collect again with export_type including 'text' (MindSpore: ExportType.Text)",
-            src.path,
-        )
-    elif has_db:
-        sink.info(
-            "db-export-ignored",
-            f"a DB export ({src.artifacts['db_export'].path.name}) is also present; the text export is read",
-            src.path,
-        )
+    mode = src.source_mode
+    if has_text and mode == "auto":
+        sink.info("db-and-text", f"both exports are present; each table is read from the DB export "
+                  f"({', '.join(dbs)}) when it holds it, else from the text files (--source text|db to force)", src.path)
+    elif not has_text and mode == "text":
+        sink.error("text-source-absent", f"--source text, but only a DB export is present ({', '.join(dbs)})", src.path)

@@ -36,13 +36,32 @@ def render_tables() -> str:
         if spec is not None and ld.projectable and ld.available is not None:
             placed.add(spec.name)
             L += _csv_table_lines(ld, spec)
-            continue
-        L += derived_table_lines(ld, inputs, placed)
+        else:
+            L += derived_table_lines(ld, inputs, placed)
+        L += _db_lines(ld)
     L += _cluster_lines(placed)
     L += _other_spec_lines(specs, placed)
     L += rank_metadata_lines()
     L += _header_index_lines(specs)
     return "\n".join(L)
+
+
+def _db_lines(ld: Any) -> list[str]:
+    """The table's origin in the SQLite export, column by column (or that it has none)."""
+    if ld.db is None:
+        return ["*Not in the SQLite export: read from the file above even in a DB-mode run.*", ""]
+    L = [f"### From the SQLite export (`{ld.name}`)", "",
+         "Read instead of the file above when the database holds " + ", ".join(code_span(t) for t in ld.db_tables)
+         + " (`--source auto`, the default; `--source text` never reads it, `--source db` reads nothing else). "
+         "Same columns, units and dtypes. The database:", "", *artifact_lines(ld.db.artifacts), ""]
+    if "_note" in ld.db_origin:
+        L += [ld.db_origin["_note"], ""]
+    if "*" in ld.db_origin:
+        return L + [table_cell(ld.db_origin["*"]) + ".", ""]
+    L += ["| column | DB origin |", "|---|---|"]
+    for col in ld.columns:
+        L.append(f"| `{col}` | {table_cell(ld.db_origin.get(col, 'not in the DB export (missing)'))} |")
+    return L + [""]
 
 
 def _csv_table_lines(ld: Any, spec: Any) -> list[str]:
@@ -95,7 +114,7 @@ def _cluster_lines(placed: set[str]) -> list[str]:
         "| column | dtype |",
         "|---|---|",
     ]
-    comm_frame, _ = comm._frames([], [])
+    comm_frame, _ = comm.comm_frames([], [])
     for col in comm.COMMUNICATION_COLUMNS:
         L.append(f"| `{col}` | {comm_frame.dtypes[col]} |")
     L.append("")

@@ -40,6 +40,7 @@ class SessionOptions:
     jobs: int | None = None  # worker processes for the per-rank work; None: every core when it pays
     scheduler: str | None = None  # a Dask scheduler address (tcp://HOST:PORT) or "local" for the per-rank work
     scheduler_timeout: float = 30.0  # seconds to reach the scheduler and find a worker
+    source: str = "auto"  # which export a table is read from when a rank has both: auto | text | db
 
 
 class Session:
@@ -86,7 +87,8 @@ class Session:
         if self.profile_paths:
             from advisor_core.model.run import load_run
 
-            self._run = load_run(*self.profile_paths, sink=self.sink, loaders=self._loaders(), report_empty=True)
+            self._run = load_run(*self.profile_paths, sink=self.sink, loaders=self._loaders(), report_empty=True,
+                                 source=self.options.source)
             if self.host.spec is not None and not self.options.scheduler:
                 from advisor_core.engine.rankwork import prewarm
 

@@ -161,7 +161,7 @@ def _split_op_key(op_key: str) -> tuple[str, str | None]:
     return name, (group or None)
 
 
-def _frames(
+def comm_frames(
     records: list[dict[str, Any]], bw_records: list[dict[str, Any]]
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     comm = pd.DataFrame.from_records(records, columns=list(COMMUNICATION_COLUMNS))
@@ -207,7 +207,7 @@ def read_communication(path: Path, sink: DiagnosticSink) -> tuple[pd.DataFrame, 
         base = {"rank": None, "step": step, "op_name": name, "group": group}
         records.append({**base, "group_kind": kind, "op_type": op_type_of(name), **_time_info_row(op)})
         bw_records.extend(_bw_rows(op, base))
-    return _frames(records, bw_records)
+    return comm_frames(records, bw_records)
 
 
 def read_cluster_communication(path: Path, sink: DiagnosticSink) -> tuple[pd.DataFrame, pd.DataFrame] | None:
@@ -241,7 +241,7 @@ def read_cluster_communication(path: Path, sink: DiagnosticSink) -> tuple[pd.Dat
                     base = {"rank": rid, "step": step, "op_name": name, "group": group}
                     records.append({**base, "group_kind": str(rank_set), "op_type": op_type_of(name), **_time_info_row(op)})
                     bw_records.extend(_bw_rows(op, base))
-    return _frames(records, bw_records)
+    return comm_frames(records, bw_records)
 
 
 def read_communication_matrix(path: Path, sink: DiagnosticSink) -> pd.DataFrame | None:
@@ -275,6 +275,11 @@ def read_communication_matrix(path: Path, sink: DiagnosticSink) -> pd.DataFrame 
                     "op_name": v.get("Op Name") or v.get("op_name"),
                 }
             )
+    return matrix_frame(rows)
+
+
+def matrix_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Matrix records → the canonical ``communication_matrix`` frame (shared with the DB reader)."""
     df = pd.DataFrame.from_records(rows, columns=list(MATRIX_COLUMNS))
     return df.astype(
         {

@@ -9,7 +9,7 @@ file kind without touching it. Loaders know nothing of rules.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -77,6 +77,11 @@ class TableLoader:
     doc: str = ""
     read_arrow: ArrowReader | None = None
     required: tuple[str, ...] = ()  # columns without which the table cannot be read at all
+    # The same table from the SQLite export: a loader whose artifacts are DB files, and the
+    # DB tables it needs (a DB without them is not "complete" for this table).
+    db: "TableLoader | None" = None
+    db_tables: tuple[str, ...] = ()
+    db_origin: dict[str, str] = field(default_factory=dict)  # canonical column → DB table.column (docs)
 
 
 def _csv_loader(
@@ -172,7 +177,98 @@ def _read_host_queue(path: Path, kind: str, columns: Sequence[str] | None, sink:
     return None if df is None else LoadedTable(df)
 
 
-BUILTIN_LOADERS: tuple[TableLoader, ...] = (
+# -- the SQLite export ---------------------------------------------------------------------------------------------
+
+PROFILER_DB = ("profiler_db",)
+ANALYSIS_DB = ("analysis_db",)
+
+
+def _db_kernels() -> TableLoader:
+    from advisor_core.loaders import db_tables as dbt
+
+    def read_arrow(path: Path, kind: str, columns: Sequence[str] | None, sink: DiagnosticSink) -> pa.Table | None:
+        return dbt.read_kernels_arrow(path, columns if columns is not None else KERNEL_DEFAULT_COLUMNS, sink)
+
+    def read(path: Path, kind: str, columns: Sequence[str] | None, sink: DiagnosticSink) -> LoadedTable | None:
+        table = read_arrow(path, kind, columns, sink)
+        return None if table is None else LoadedTable(dbt.arrow_to_frame(table))
+
+    return TableLoader("kernels", KERNELS.title, PROFILER_DB, KERNELS.canonical_names, read, projectable=True,
+                       available=lambda path, kind, sink: dbt.kernel_available(path, sink),
+                       rows=lambda path, kind: dbt.kernel_rows(path), read_arrow=read_arrow,
+                       required=KERNELS.required)
+
+
+def _db_simple(name: str, title: str, artifacts: tuple[str, ...], columns: tuple[str, ...],
+               fn: Callable[[Path, DiagnosticSink, "Sequence[str] | None"], "pd.DataFrame | None"]) -> TableLoader:
+    def read(path: Path, kind: str, cols: Sequence[str] | None, sink: DiagnosticSink) -> LoadedTable | None:
+        df = fn(path, sink, cols)
+        return None if df is None else LoadedTable(df)
+
+    return TableLoader(name, title, artifacts, columns, read)
+
+
+def _with_db(text: TableLoader, db: TableLoader, tables: tuple[str, ...], origin: dict[str, str]) -> TableLoader:
+    return replace(text, db=db, db_tables=tables, db_origin=origin)
+
+
+def _db_routes(loaders: tuple[TableLoader, ...]) -> tuple[TableLoader, ...]:
+    from advisor_core.loaders import db_tables as dbt
+
+    by = {ld.name: ld for ld in loaders}
+    comm_origin = {
+        "step": "CommAnalyzerTime.step", "group_kind": "CommAnalyzerTime.type",
+        "op_name": "CommAnalyzerTime.hccl_op_name", "group": "CommAnalyzerTime.group_name",
+        "op_type": "from hccl_op_name", "start_ns": "CommAnalyzerTime.start_timestamp (µs → ns)",
+        "elapse_us": "CommAnalyzerTime.elapse_time × 1000", "transit_us": "CommAnalyzerTime.transit_time × 1000",
+        "wait_us": "CommAnalyzerTime.wait_time × 1000",
+        "synchronization_us": "CommAnalyzerTime.synchronization_time × 1000",
+        "idle_us": "CommAnalyzerTime.idle_time × 1000", "wait_ratio": "wait / (wait + transit)",
+        "synchronization_ratio": "synchronization / (synchronization + transit)",
+        "transit_size_mb": "Σ CommAnalyzerBandwidth.transit_size of the op",
+    }
+    routes = {
+        "kernels": (_db_kernels(), dbt.KERNEL_DB_TABLES, dbt.KERNEL_DB_ORIGIN),
+        "op_statistic": (_db_simple("op_statistic", OP_STATISTIC.title, PROFILER_DB, OP_STATISTIC.canonical_names,
+                                    lambda p, sink, cols: dbt.read_op_statistic(p, sink)),
+                         dbt.KERNEL_DB_TABLES, {"*": "COMPUTE_TASK_INFO ⨝ TASK grouped by opType, taskType"}),
+        "step_events": (_db_simple("step_events", "step windows", PROFILER_DB, STEP_EVENT_COLUMNS,
+                                   lambda p, sink, cols: dbt.read_step_events(p, cols, sink)),
+                        ("STEP_TIME",), {"name": "ProfilerStep#<STEP_TIME.id>", "ts_ns": "STEP_TIME.startNs",
+                                         "dur_us": "(STEP_TIME.endNs − startNs) / 1000"}),
+        "step_trace": (_db_simple("step_trace", "step time breakdown", ANALYSIS_DB, steps.STEP_COLUMNS,
+                                  lambda p, sink, cols: dbt.read_step_trace(p, sink)),
+                       ("StepTraceTime",), {k: f"StepTraceTime.{v}" for k, v in dbt.STEP_TRACE_DB.items()}),
+        "communication": (_db_simple("communication", "communication ops", ANALYSIS_DB, comm.COMMUNICATION_COLUMNS,
+                                     lambda p, sink, cols: dbt.read_communication(p, 0, sink)),
+                          ("CommAnalyzerTime", "CommAnalyzerBandwidth"), comm_origin),
+        "communication_bandwidth": (
+            _db_simple("communication_bandwidth", "communication bandwidth", ANALYSIS_DB, comm.BANDWIDTH_COLUMNS,
+                       lambda p, sink, cols: dbt.read_communication(p, 1, sink)),
+            ("CommAnalyzerBandwidth",),
+            {"link_type": "CommAnalyzerBandwidth.transport_type", "transit_size_mb": "CommAnalyzerBandwidth.transit_size",
+             "transit_us": "CommAnalyzerBandwidth.transit_time × 1000", "bandwidth_gbps": "CommAnalyzerBandwidth.bandwidth",
+             "large_packet_ratio": "CommAnalyzerBandwidth.large_packet_ratio"}),
+        "communication_matrix": (
+            _db_simple("communication_matrix", "communication matrix", ANALYSIS_DB, comm.MATRIX_COLUMNS,
+                       lambda p, sink, cols: dbt.read_communication_matrix(p, sink)),
+            ("CommAnalyzerMatrix",),
+            {"src_rank": "CommAnalyzerMatrix.src_rank", "dst_rank": "CommAnalyzerMatrix.dst_rank",
+             "transport_type": "CommAnalyzerMatrix.transport_type", "transit_size_mb": "CommAnalyzerMatrix.transit_size",
+             "transit_us": "CommAnalyzerMatrix.transit_time × 1000", "bandwidth_gbps": "CommAnalyzerMatrix.bandwidth"}),
+        "memory_record": (_db_simple("memory_record", MEMORY_RECORD.title, PROFILER_DB, MEMORY_RECORD.canonical_names,
+                                     lambda p, sink, cols: dbt.read_memory_record(p, cols, sink)),
+                          ("MEMORY_RECORD", "STRING_IDS"),
+                          {"component": "MEMORY_RECORD.component (STRING_IDS)", "timestamp_ns": "MEMORY_RECORD.timestamp",
+                           "total_allocated_mb": "MEMORY_RECORD.totalAllocated / 1024000 (MindSpore's MB)",
+                           "total_reserved_mb": "MEMORY_RECORD.totalReserved / 1024000",
+                           "total_active_mb": "MEMORY_RECORD.totalActive / 1024000",
+                           "device_type": "NPU:<MEMORY_RECORD.deviceId>"}),
+    }
+    return tuple(_with_db(ld, *routes[ld.name]) if ld.name in routes else ld for ld in loaders)
+
+
+_TEXT_LOADERS: tuple[TableLoader, ...] = (
     _csv_loader(KERNELS, ("kernel_details", "op_summary"), default_columns=KERNEL_DEFAULT_COLUMNS),
     _csv_loader(OP_STATISTIC, ("op_statistic",)),
     TableLoader(
@@ -213,6 +309,9 @@ BUILTIN_LOADERS: tuple[TableLoader, ...] = (
     _csv_loader(NPU_MODULE_MEM, ("npu_module_mem",)),
     _csv_loader(CPU_OP_DETAIL, ("cpu_op_detail",)),
 )
+
+
+BUILTIN_LOADERS: tuple[TableLoader, ...] = _db_routes(_TEXT_LOADERS)
 
 
 def builtin_loaders() -> dict[str, TableLoader]:

@@ -46,6 +46,8 @@ class Rank:
         self._available: dict[str, list[str] | None] = {}
         self._op_view: Any = None
         self._derived: dict[str, Any] = {}
+        self._routes: dict[str, tuple[TableLoader, Path, str] | None] = {}
+        self._db_said: set[tuple[str, str | None]] = set()
 
     # -- metadata ---------------------------------------------------------------
     @property
@@ -87,14 +89,55 @@ class Rank:
         except KeyError:
             raise KeyError(f"unknown table {name!r}; known: {', '.join(sorted(self._loaders))}") from None
 
+    def _route(self, name: str) -> tuple[TableLoader, Path, str] | None:
+        """The loader and file a table is read with: the text export or the DB export.
+
+        ``source_mode`` ``auto`` takes the DB when it holds the tables this one is made of
+        (``TableLoader.db_tables``), else the text file; ``text`` never reads a DB; ``db`` reads
+        a table that has a DB origin from the DB only (tables with none, e.g. MindData's,
+        still come from their files).
+        """
+        if name in self._routes:
+            return self._routes[name]
+        ld = self.loader(name)
+        text = next(((ld, a.path, k) for k in ld.artifacts if (a := self._source.artifacts.get(k)) is not None), None)
+        db = None
+        mode = self._source.source_mode
+        if ld.db is not None and mode != "text":
+            from advisor_core.loaders.dbfile import lacking, report
+
+            for k in ld.db.artifacts:
+                art = self._source.artifacts.get(k)
+                if art is None:
+                    continue
+                table, reason = lacking(art.path, ld.db_tables)
+                if reason is None:
+                    db = (ld.db, art.path, k)
+                    break
+                said = (str(art.path), table)
+                if said not in self._db_said:  # once per file (unusable) or per missing DB table
+                    self._db_said.add(said)
+                    if text is not None and mode == "auto":
+                        self._sink.warning("bad-db", f"{art.path.name}: {'table ' + table + ': ' if table else ''}"
+                                           f"{reason}; {text[1].name} is read instead", art.path, key=table)
+                    else:
+                        report(self._sink, art.path, table, reason)
+        route = db or (None if mode == "db" and ld.db is not None else text)
+        self._routes[name] = route
+        return route
+
+    def _loader_for(self, name: str) -> TableLoader:
+        route = self._route(name)
+        return route[0] if route is not None else self.loader(name)
+
     def table_source(self, name: str) -> tuple[Path, str] | None:
         """The file (and artifact kind) a table would be read from, or ``None``."""
-        ld = self.loader(name)
-        for kind in ld.artifacts:
-            art = self._source.artifacts.get(kind)
-            if art is not None:
-                return art.path, kind
-        return None
+        route = self._route(name)
+        return None if route is None else (route[1], route[2])
+
+    def table_sources(self) -> dict[str, tuple[Path, str]]:
+        """Table → the file it is read from, for every table this rank has (what ``inspect`` shows)."""
+        return {n: src for n in sorted(self._loaders) if (src := self.table_source(n)) is not None}
 
     def has_table(self, name: str) -> bool:
         return name in self._loaders and self.table_source(name) is not None
@@ -110,7 +153,7 @@ class Rank:
         have = self.columns(name)
         if have is None:
             return f"{name} table unreadable"
-        required = self.loader(name).required
+        required = self._loader_for(name).required
         if any(c not in have for c in required):
             self._load(name, required)  # the loader says what is wrong with the file (once)
         lacking = [c for c in (*required, *columns) if c not in have]
@@ -127,7 +170,7 @@ class Rank:
         if src is None:
             self._available[name] = None
             return None
-        ld = self.loader(name)
+        ld = self._loader_for(name)
         if ld.available is not None:
             cols = ld.available(src[0], src[1], self._sink)
         else:
@@ -137,7 +180,7 @@ class Rank:
         return cols
 
     def _load(self, name: str, columns: tuple[str, ...] | None) -> LoadedTable | None:
-        ld = self.loader(name)
+        ld = self._loader_for(name)
         key_cols = columns if ld.projectable else None
         key = (name, key_cols)
         if key in self._cache:
@@ -171,7 +214,7 @@ class Rank:
         src = self.table_source(name)
         if src is None:
             return None
-        ld = self.loader(name)
+        ld = self._loader_for(name)
         if ld.read_arrow is not None:
             return ld.read_arrow(src[0], src[1], tuple(columns) if columns is not None else None, self._sink)
         frame = self.table(name, columns)
@@ -261,7 +304,7 @@ class Rank:
         src = self.table_source(name)
         if src is None:
             return None
-        ld = self.loader(name)
+        ld = self._loader_for(name)
         if ld.rows is not None:
             try:
                 return ld.rows(src[0], src[1])
@@ -334,13 +377,16 @@ def load_run(
     sink: DiagnosticSink | None = None,
     loaders: Mapping[str, TableLoader] | None = None,
     report_empty: bool = True,
+    source: str = "auto",
 ) -> Run:
     """Discover the profiles under ``paths`` and return a lazily loaded :class:`Run`.
 
     ``loaders`` replaces the built-in table catalogue (plugins add theirs); the
-    artifact patterns they bring are used by discovery.
+    artifact patterns they bring are used by discovery. ``source`` (``auto``, ``text``, ``db``)
+    says which export a table comes from when a rank has both (see :meth:`Rank._route`).
     """
     sink = sink if sink is not None else DiagnosticSink()
     patterns = tuple(p for ld in (loaders or {}).values() for p in ld.patterns)
-    profiles = discover_profiles([Path(p) for p in paths], sink, report_empty=report_empty, patterns=patterns)
+    profiles = discover_profiles([Path(p) for p in paths], sink, report_empty=report_empty, patterns=patterns,
+                                 source=source)
     return Run(profiles, sink, loaders)

@@ -15,6 +15,9 @@ def _ms(us: Any) -> str:
     return f"{us / 1000.0:,.3f}"
 
 
+_APO = "ASCEND_PROFILER_OUTPUT/"
+
+
 def _rel(path: str, base: str) -> str:
     prefix = base.rstrip("/") + "/"
     return path[len(prefix):] if path.startswith(prefix) else path
@@ -66,14 +69,16 @@ def render_inspect(report: dict[str, Any], console: Console) -> None:
             line += f"   time span {_ms(span['span_us'])} ms ({span['source']})"
         console.print(line)
 
-        t = Table(title="Tables", title_justify="left", show_edge=False, pad_edge=False)
+        t = Table(title="Tables", title_justify="left", show_edge=False, pad_edge=False,
+                  caption="files in ASCEND_PROFILER_OUTPUT/ unless a folder is shown", caption_justify="left")
         t.add_column("table")
         t.add_column("rows", justify="right")
         t.add_column("status")
         t.add_column("file", overflow="fold")
         for tb in r["tables"]:
             status = Text(tb["status"], style="green" if tb["status"] == "ok" else "red")
-            t.add_row(tb["table"], "–" if tb["rows"] is None else f"{tb['rows']:,}", status, _rel(tb["path"], r["profile_dir"]))
+            t.add_row(tb["table"], "–" if tb["rows"] is None else f"{tb['rows']:,}", status,
+                      _rel(tb["path"], r["profile_dir"]).removeprefix(_APO))
         console.print(t)
 
         bd = r.get("step_breakdown") or []

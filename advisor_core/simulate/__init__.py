@@ -46,7 +46,7 @@ __all__ = [
 
 
 def simulate_scenario(name: str, out=None, *, config=None, ranks=None, steps=None, layers=None, seed=0,  # type: ignore[no-untyped-def]
-                      sets=(), hardware=None, force=False, ground_truth=True) -> SimulationResult:
+                      sets=(), hardware=None, force=False, ground_truth=True, export="text") -> SimulationResult:
     """Run a registered scenario (``--config`` replaces its config; its faults still apply)."""
     for flag, value in (("--layers", layers), ("--steps", steps), ("--ranks", ranks)):
         if value is not None and value <= 0:
@@ -57,4 +57,4 @@ def simulate_scenario(name: str, out=None, *, config=None, ranks=None, steps=Non
     return simulate(cfg, hardware, faults, out, ranks, steps if steps is not None else default_steps,
                     layers if config is not None else None, seed,
                     sets=sets, force=force, name=name if config is None else "config", scenario=name,
-                    ground_truth=ground_truth)
+                    ground_truth=ground_truth, export=export)

@@ -240,10 +240,13 @@ def run_model(prep: Prepared, steps: int, seed: int) -> Model:
     return Model(prep, stages, programs, pipe, sched, steps, seed)
 
 
+EXPORTS = ("text", "db", "both")
+
+
 def simulate(config: Any, hardware: HardwareProfile | str | Path | None = None, faults: Iterable[Any] = (),
              out: str | Path | None = None, ranks: int | None = None, steps: int = 4, layers: int | None = None,
              seed: int = 0, *, sets: Iterable[str] = (), force: bool = False, name: str = "config",
-             scenario: str = "custom", ground_truth: bool = True) -> SimulationResult:
+             scenario: str = "custom", ground_truth: bool = True, export: str = "text") -> SimulationResult:
     """Simulate a MindFormers training config on the simulated Ascend backend.
 
     ``config``: a YAML path, YAML text, or mapping. ``hardware``: a :class:`HardwareProfile`, a
@@ -251,8 +254,12 @@ def simulate(config: Any, hardware: HardwareProfile | str | Path | None = None, 
     (:mod:`.faults`). ``out``: directory to write (must be empty unless ``force``); ``None``
     simulates without writing. ``ranks`` sets ``data_parallel`` to ``ranks / (mp · pp)``;
     ``layers`` sets the layer count; ``sets`` are ``key=value`` overrides (``hardware.*`` keys
-    go to the hardware profile). The same inputs always give the same result and bytes.
+    go to the hardware profile). ``export``: ``text`` (CSV/JSON, the default), ``db`` (the SQLite
+    export only, as MindSpore's ``export_type=[db]``) or ``both``. The same inputs always give
+    the same result and bytes.
     """
+    if export not in EXPORTS:
+        raise SimulationInputError(f"--export: {export!r} is not one of {', '.join(EXPORTS)}")
     prep = prepare(config, hardware, faults, ranks, layers, sets)
     model = run_model(prep, steps, seed)
     result = SimulationResult(model)
@@ -263,7 +270,7 @@ def simulate(config: Any, hardware: HardwareProfile | str | Path | None = None, 
         out_path = Path(out)
         check_out_dir(out_path, force)
         expected = compute_gt(model, scenario=scenario, name=name) if ground_truth else None
-        result.files = write_outputs(out_path, model, name=name, expected=expected)
+        result.files = write_outputs(out_path, model, name=name, expected=expected, export=export)
         result.out = out_path
         result.expected = expected
     return result

@@ -113,7 +113,8 @@ def write_device_info(rdir: Path, device_id: int, hw) -> None:  # type: ignore[n
     (d / f"info.json.{device_id}").write_text(json.dumps(info), encoding="utf-8")
 
 
-def write_outputs(out: Path, model, *, name: str, expected: dict[str, Any] | None) -> list[Path]:  # type: ignore[no-untyped-def]
+def write_outputs(out: Path, model, *, name: str, expected: dict[str, Any] | None,  # type: ignore[no-untyped-def]
+                  export: str = "text") -> list[Path]:
     prep = model.prep
     w, hw = prep.w, prep.hw
     files: list[Path] = []
@@ -156,6 +157,10 @@ def write_outputs(out: Path, model, *, name: str, expected: dict[str, Any] | Non
             write_minddata(apo, fw, rank, model.pipeline, rd.step_start, T0_NS, hw.host_cpu_cores_per_node)
             write_memory_files(apo, rd, g, device_id)
             write_device_info(rdir, device_id, hw)
+            if export != "text":
+                from advisor_core.simulate.writers.dbexport import export_rank_db
+
+                export_rank_db(rdir, rank, device_id, keep_text=export == "both")
             gdir = out / "graphs" / f"rank_{rank}"
             gdir.mkdir(parents=True, exist_ok=True)
             subs = _placeholders(w, rank, groups)

@@ -232,15 +232,123 @@ def test_directory_with_no_profile(tmp_path):
     assert diag.message.startswith("no profiler output found")
 
 
-def test_db_export_only(tmp_path):
-    d = tmp_path / "h_1_20260101120000000_ascend_ms"
-    (d / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
-    (d / "profiler_info_0.json").write_text("{}")
-    (d / "ASCEND_PROFILER_OUTPUT/ascend_mindspore_profiler_0.db").write_bytes(b"SQLite format 3\x00")
+def _db_rank(tmp_path: Path) -> tuple[Path, Path]:
+    """A rank whose kernels are only in the DB export (made from KD_ROWS), step trace still in text."""
+    from advisor_core.simulate.writers.dbexport import export_rank_db
+
+    d = make_rank(tmp_path)
+    export_rank_db(d, 0, 0, keep_text=True)
+    (d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").unlink()
+    return d, d / "ASCEND_PROFILER_OUTPUT" / "ascend_mindspore_profiler_0.db"
+
+
+def _kernels_refused(d: Path, db: Path, message: str, table: str | None) -> None:
+    before = db.read_bytes()
     run, sink = load(d)
-    diag = only(sink, "db-export-only")
-    assert "only a DB export is present (ascend_mindspore_profiler_0.db); this tool reads the text export" in diag.message
+    rank = run.rank(0)
+    assert rank.table("kernels") is None
+    assert rank.op_view() is None
+    diag = only(sink, "bad-db")
+    assert diag.severity == Severity.ERROR
+    assert diag.path == str(db)
+    assert diag.key == table
+    assert diag.message == message
+    # the rest of the run went on, from the text files
+    assert rank.table("step_trace")["computing_us"].tolist() == [1000.5, 1001.5]
+    # read-only: the file is untouched and no journal or WAL was left beside it
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in db.parent.glob(db.name + "*")) == [db.name]
+
+
+def test_db_not_sqlite(tmp_path):
+    d, db = _db_rank(tmp_path)
+    db.write_bytes(b"Step Id,Model ID\n1,2\n" * 50)
+    _kernels_refused(d, db, "ascend_mindspore_profiler_0.db: is not an SQLite database", None)
+
+
+def test_db_truncated(tmp_path):
+    d, db = _db_rank(tmp_path)
+    db.write_bytes(db.read_bytes()[: 3 * 4096 + 100])
+    _kernels_refused(d, db, "ascend_mindspore_profiler_0.db: is corrupt or truncated "
+                            "(SQLite: database disk image is malformed)", None)
+
+
+def test_db_header_only(tmp_path):
+    d, db = _db_rank(tmp_path)
+    db.write_bytes(b"SQLite format 3\x00")
+    _kernels_refused(d, db, "ascend_mindspore_profiler_0.db: is not an SQLite database", None)
+
+
+def test_db_corrupt_pages(tmp_path):
+    d, db = _db_rank(tmp_path)
+    data = bytearray(db.read_bytes())
+    data[100:4096] = b"\xff" * (4096 - 100)  # the schema page after the header
+    db.write_bytes(bytes(data))
+    _kernels_refused(d, db, "ascend_mindspore_profiler_0.db: is corrupt or truncated "
+                            "(SQLite: database disk image is malformed)", None)
+
+
+def test_db_missing_table(tmp_path):
+    import sqlite3
+
+    d, db = _db_rank(tmp_path)
+    con = sqlite3.connect(db)
+    con.execute("DROP TABLE COMPUTE_TASK_INFO")
+    con.commit()
+    con.close()
+    _kernels_refused(d, db, "ascend_mindspore_profiler_0.db: table COMPUTE_TASK_INFO: table absent "
+                            "(a DB from another version, or a partial export)", "COMPUTE_TASK_INFO")
+
+
+def test_db_renamed_column(tmp_path):
+    import sqlite3
+
+    d, db = _db_rank(tmp_path)
+    con = sqlite3.connect(db)
+    con.execute("ALTER TABLE TASK RENAME COLUMN startNs TO start_ns")
+    con.commit()
+    con.close()
+    _kernels_refused(d, db, "ascend_mindspore_profiler_0.db: table COMPUTE_TASK_INFO: lacks the columns for "
+                            "start_ns, duration_us", "COMPUTE_TASK_INFO")
+
+
+def test_db_locked(tmp_path):
+    import sqlite3
+
+    d, db = _db_rank(tmp_path)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # a profiler still writing the file
+    try:
+        run, sink = load(d)
+        assert run.rank(0).table("kernels") is None
+        diag = only(sink, "bad-db")
+        assert diag.message == "ascend_mindspore_profiler_0.db: is locked by another process (waited 2 s)"
+        assert run.rank(0).table("step_trace")["computing_us"].tolist() == [1000.5, 1001.5]
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_db_broken_with_text_beside_it(tmp_path):
+    from advisor_core.simulate.writers.dbexport import export_rank_db
+
+    d = make_rank(tmp_path)
+    (db, _) = export_rank_db(d, 0, 0, keep_text=True)
+    db.write_bytes(b"not a database at all" * 40)
+    run, sink = load(d)
+    assert run.rank(0).table("kernels")["name"].tolist()[0] == "Default/MatMul-op0/aclnnMatmul_MatMulV2"
+    diag = only(sink, "bad-db")
+    assert diag.severity == Severity.WARNING
+    assert diag.message == ("ascend_mindspore_profiler_0.db: is not an SQLite database; kernel_details.csv is read "
+                            "instead")
+
+
+def test_source_text_without_text_export(tmp_path):
+    d, db = _db_rank(tmp_path)
+    sink = DiagnosticSink()
+    run = load_run(d, sink=sink, source="text")
     assert run.rank(0).table("kernels") is None
+    assert "text-source-absent" not in {x.code for x in sink}  # step_trace.csv is text: not DB-only
 
 
 def test_mixed_frameworks_refused(tmp_path):

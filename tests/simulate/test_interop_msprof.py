@@ -103,3 +103,39 @@ def test_advisor_all_completes_on_a_rank(clean_run, msprof_analyze, tmp_path):
     (ours,) = _csv(rank_dir / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv")
     window_ms = (float(ours["Computing"]) + float(ours["Communication(Not Overlapped)"]) + float(ours["Free"])) / 1000
     assert e2e_ms == pytest.approx(window_ms, rel=1e-3)
+
+
+def test_cluster_reads_the_db_only_export(sink_run, msprof_analyze, tmp_path):
+    """``--export db``: msprof-analyze's DB route (its recipes and step-trace adapter) reads the simulated databases.
+
+    Its per-rank step trace is computed from our TASK / COMPUTE_TASK_INFO / COMMUNICATION_OP intervals and
+    must equal the simulator's own numbers (free time aside: msprof counts it from the first task, the
+    simulator from the step start); communication time and matrix come from communication_analyzer.db.
+    """
+    import sqlite3
+
+    from advisor_core.simulate import simulate_scenario
+
+    from .conftest import small_args
+
+    result, text_out = sink_run
+    out = tmp_path / "db"
+    simulate_scenario("kitchen-sink", out, export="db", **small_args("kitchen-sink"))
+    proc = _run(msprof_analyze, ["cluster", "-d", str(out / "profile"), "-m", "all", "-o", str(tmp_path / "o")], tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "ERROR" not in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
+    con = sqlite3.connect(tmp_path / "o" / "cluster_analysis_output" / "cluster_analysis.db")
+    rows = con.execute("SELECT [index], computing, communication_not_overlapped, overlapped, communication "
+                       "FROM ClusterStepTraceTime WHERE type = 'rank'").fetchall()
+    n_time = con.execute("SELECT COUNT(DISTINCT rank_id) FROM ClusterCommunicationTime").fetchone()[0]
+    n_matrix = con.execute("SELECT COUNT(*) FROM ClusterCommunicationMatrix").fetchone()[0]
+    con.close()
+    assert sorted(int(r[0]) for r in rows) == list(range(result.workload.world))
+    assert n_time == result.workload.world and n_matrix > 0
+    for index, computing, cno, overlapped, communication in rows:
+        rdir = next(d for d in rank_dirs(text_out) if (d / f"profiler_info_{index}.json").is_file())
+        (ours,) = _csv(rdir / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv")
+        got = {"Computing": computing, "Communication(Not Overlapped)": cno, "Overlapped": overlapped,
+               "Communication": communication}
+        for col, value in got.items():
+            assert value == pytest.approx(float(ours[col]), abs=1e-3), (index, col)

@@ -1,0 +1,634 @@
+"""Canonical tables read from the profiler's SQLite export.
+
+The same tables, column names, units and dtypes as the text loaders give, so a rule
+cannot tell which export it was handed (``docs/tables.md`` lists the DB origin of
+each column). Queries project the requested columns in SQL; interned strings
+(``STRING_IDS``) are decoded in Arrow as dictionary columns.
+
+Profiler DB (``ascend_{mindspore,pytorch}_profiler[_{rank}].db``, times in ns):
+
+* ``kernels`` ← ``COMPUTE_TASK_INFO`` ⨝ ``TASK`` on ``globalTaskId`` (compute tasks) and
+  ``COMMUNICATION_OP`` (one row per communication op, ``accelerator_core`` ``HCCL`` as
+  MindSpore's ``kernel_details.csv`` writes it), in start order. ``duration_us`` =
+  (``endNs`` − ``startNs``) / 1000; ``wait_us`` = gap since the previous task on the same
+  stream ended; ``step_id`` = the ``STEP_TIME`` window holding the start.
+  ``blockDim``/``blockNum`` and ``mixBlockDim``/``mixBlockNum`` are both accepted.
+* ``op_statistic`` ← the compute tasks grouped by ``opType`` and ``taskType`` in SQL.
+* ``step_events`` ← ``STEP_TIME`` (``ProfilerStep#<id>`` windows).
+* ``memory_record`` ← ``MEMORY_RECORD``; ``operator_memory`` ← ``OP_MEMORY``.
+
+Communication DB (``analysis.db``; MindSpore also ``communication_analyzer.db``), times
+in ms as in ``communication.json``:
+
+* ``communication`` ← ``CommAnalyzerTime`` (+ transit sizes summed from ``CommAnalyzerBandwidth``);
+* ``communication_bandwidth`` ← ``CommAnalyzerBandwidth``; ``communication_matrix`` ← ``CommAnalyzerMatrix``;
+* ``step_trace`` ← ``StepTraceTime`` (µs, the columns of ``step_trace_time.csv``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from advisor_core.diagnostics import DiagnosticSink
+from advisor_core.loaders import dbfile
+from advisor_core.loaders.csvtable import ID_SENTINEL
+from advisor_core.loaders.dbfile import DbUnusable
+
+COMM_CORE = "HCCL"
+
+# canonical kernel column → (DB table alias, column alternatives, kind)
+# kinds: "int", "id" (sentinel → missing), "str" (STRING_IDS), derived ones handled apart.
+_KERNEL_COLUMNS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "device_id": ("t", ("deviceId",), "int"),
+    "model_id": ("t", ("modelId",), "id"),
+    "task_id": ("t", ("taskId",), "id"),
+    "stream_id": ("t", ("streamId",), "id"),
+    "context_id": ("t", ("contextId",), "id"),
+    "name": ("c", ("name",), "str"),
+    "type": ("c", ("opType",), "str"),
+    "op_state": ("c", ("opState",), "str"),
+    "accelerator_core": ("c", ("taskType",), "str"),
+    "block_num": ("c", ("blockNum", "blockDim"), "int"),
+    "mix_block_num": ("c", ("mixBlockNum", "mixBlockDim"), "int"),
+    "hf32_eligible": ("c", ("hf32Eligible",), "str"),
+    "input_shapes": ("c", ("inputShapes",), "str"),
+    "input_dtypes": ("c", ("inputDataTypes",), "str"),
+    "input_formats": ("c", ("inputFormats",), "str"),
+    "output_shapes": ("c", ("outputShapes",), "str"),
+    "output_dtypes": ("c", ("outputDataTypes",), "str"),
+    "output_formats": ("c", ("outputFormats",), "str"),
+}
+KERNEL_DERIVED = ("step_id", "start_ns", "duration_us", "wait_us")
+KERNEL_DB_ORIGIN: dict[str, str] = {
+    **{k: f"{'TASK' if t == 't' else 'COMPUTE_TASK_INFO'}.{'|'.join(cols)}{' (STRING_IDS)' if kind == 'str' else ''}"
+       for k, (t, cols, kind) in _KERNEL_COLUMNS.items()},
+    "step_id": "STEP_TIME window holding TASK.startNs",
+    "start_ns": "TASK.startNs (COMMUNICATION_OP.startNs)",
+    "duration_us": "(TASK.endNs − TASK.startNs) / 1000",
+    "wait_us": "TASK.startNs − previous endNs on the same streamId, / 1000",
+    "_note": ("Compute tasks are `COMPUTE_TASK_INFO` ⨝ `TASK` on `globalTaskId`; each communication op of "
+              "`COMMUNICATION_OP` is one more row (`name` ← `opName`, `type` ← `opType`, `accelerator_core` `HCCL`, "
+              "times from its `startNs`/`endNs`; ids, block dims, shapes and `wait_us` missing). Rows are in start "
+              "order; strings are decoded from `STRING_IDS` as dictionary columns."),
+}
+KERNEL_DB_TABLES = ("TASK", "COMPUTE_TASK_INFO", "STRING_IDS")
+
+
+def _pick(cols: list[str], alternatives: tuple[str, ...]) -> str | None:
+    return next((a for a in alternatives if a in cols), None)
+
+
+def kernel_available(path: Path, sink: DiagnosticSink) -> list[str] | None:
+    """Canonical kernel columns the DB can give (schema only)."""
+    try:
+        sch = dbfile.schema(path)
+    except DbUnusable as exc:
+        dbfile.report(sink, path, None, str(exc))
+        return None
+    missing = [t for t in KERNEL_DB_TABLES if t not in sch]
+    if missing:
+        dbfile.report(sink, path, missing[0], "table absent (a DB from another version, or a partial export)")
+        return None
+    have = {"t": sch["TASK"], "c": sch["COMPUTE_TASK_INFO"]}
+    out = [k for k, (t, alts, _) in _KERNEL_COLUMNS.items() if _pick(have[t], alts)]
+    if {"startNs", "endNs"} <= set(have["t"]):
+        out += ["start_ns", "duration_us"]
+        if "streamId" in have["t"]:
+            out.append("wait_us")
+        if "STEP_TIME" in sch:
+            out.append("step_id")
+    return out
+
+
+def _decode(strings: dbfile.StringIds, ids: np.ndarray) -> pa.DictionaryArray:
+    return strings.decode(dbfile.int_column(ids))
+
+
+def _int64(col: pa.ChunkedArray) -> pa.Array:
+    """A fetched column as one int64 array (an all-NULL column may come back typed null)."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if arr.type != pa.int64():
+        arr = pc.cast(arr, pa.int64(), safe=False) if not pa.types.is_null(arr.type) else pa.nulls(len(arr), pa.int64())
+    return arr
+
+
+def _sentinel_to_null(arr: pa.Array) -> pa.Array:
+    return pc.if_else(pc.equal(arr, ID_SENTINEL), pa.scalar(None, pa.int64()), arr)
+
+
+def read_kernels_arrow(path: Path, columns: Sequence[str] | None, sink: DiagnosticSink) -> pa.Table | None:
+    """The kernel table as Arrow (text columns dictionary-encoded), ``columns`` only."""
+    available = kernel_available(path, sink)
+    if available is None:
+        return None
+    if not {"name", "start_ns", "duration_us"} <= set(available):
+        lacking = [c for c in ("name", "start_ns", "duration_us") if c not in available]
+        dbfile.report(sink, path, "COMPUTE_TASK_INFO", f"lacks the columns for {', '.join(lacking)}")
+        return None
+    wanted = list(dict.fromkeys(columns if columns is not None else available))
+    sch = dbfile.schema(path)
+    have = {"t": sch["TASK"], "c": sch["COMPUTE_TASK_INFO"]}
+    plain = [c for c in wanted if c in _KERNEL_COLUMNS and c in available]
+    need_time = any(c in wanted for c in KERNEL_DERIVED)
+    need_stream = "wait_us" in wanted
+    select = ["t.startNs", "t.endNs"]
+    for c in plain:
+        tab, alts, _ = _KERNEL_COLUMNS[c]
+        select.append(f"{tab}.{_pick(have[tab], alts)}")
+    if need_stream and "stream_id" not in plain:
+        select.append("t.streamId")
+    sql = (f"SELECT {', '.join(select)} FROM COMPUTE_TASK_INFO AS c JOIN TASK AS t ON t.globalTaskId = c.globalTaskId")
+    try:
+        lo, hi = dbfile.query(path, "SELECT MIN(globalTaskId), MAX(globalTaskId) FROM COMPUTE_TASK_INFO")[0]
+        fetched = dbfile.query_arrow(path, sql, split=("c.globalTaskId", lo, hi) if lo is not None else None)
+        strings = dbfile.string_ids(path)
+        comm = _communication_ops(path, sch, plain)
+    except DbUnusable as exc:
+        dbfile.report(sink, path, "COMPUTE_TASK_INFO", str(exc))
+        return None
+    cols = [_int64(fetched.column(i)) for i in range(fetched.num_columns)]
+    start, end = cols[0], cols[1]
+    arrays: dict[str, pa.Array] = {}
+    for i, c in enumerate(plain):
+        kind = _KERNEL_COLUMNS[c][2]
+        v = cols[2 + i]
+        arrays[c] = strings.decode(v) if kind == "str" else (_sentinel_to_null(v) if kind == "id" else v)
+    stream = arrays.get("stream_id")
+    if need_stream and stream is None:
+        stream = _sentinel_to_null(cols[-1])
+    if comm is not None:
+        start, end, stream, arrays = _append_comm(start, end, stream, arrays, comm, strings, plain)
+    order = pc.sort_indices(pa.table({"s": start, "i": pa.array(np.arange(len(start)))}),
+                            sort_keys=[("s", "ascending"), ("i", "ascending")])
+    start, end = start.take(order), end.take(order)
+    if stream is not None:
+        stream = stream.take(order)
+    arrays = {k: v.take(order) for k, v in arrays.items()}
+    start_np = start.to_numpy(zero_copy_only=False)
+    end_np = end.to_numpy(zero_copy_only=False)
+    if "start_ns" in wanted:
+        arrays["start_ns"] = start
+    if "duration_us" in wanted:
+        arrays["duration_us"] = pa.array((end_np - start_np) / 1000.0)
+    if "wait_us" in wanted and stream is not None:
+        arrays["wait_us"] = pa.array(_waits(start_np, end_np, stream) / 1000.0)
+    if "step_id" in wanted and "STEP_TIME" in sch:
+        arrays["step_id"] = _step_ids(path, start_np, sink)
+    out = {c: arrays[c] for c in wanted if c in arrays}
+    for c in wanted:
+        if c not in out:
+            kind = _KERNEL_COLUMNS[c][2] if c in _KERNEL_COLUMNS else ("int" if c == "step_id" else "float")
+            typ = pa.dictionary(pa.int32(), pa.string()) if kind == "str" else (pa.float64() if kind == "float" else pa.int64())
+            out[c] = pa.nulls(len(start), typ)
+    table = pa.table({c: out[c] for c in wanted}) if wanted else pa.table({})
+    return table.unify_dictionaries()
+
+
+def _communication_ops(path: Path, sch: dict[str, list[str]], plain: list[str]) -> pa.Table | None:
+    cols = sch.get("COMMUNICATION_OP")
+    if cols is None or not {"opName", "startNs", "endNs"} <= set(cols):
+        return None
+    op_type = "opType" if "opType" in cols else "NULL AS opType"
+    return dbfile.query_arrow(path, f"SELECT startNs, endNs, opName, {op_type} FROM COMMUNICATION_OP "
+                                    "ORDER BY startNs, rowid")
+
+
+def _append_comm(start: pa.Array, end: pa.Array, stream: pa.Array | None, arrays: dict[str, pa.Array],
+                 comm: pa.Table, strings: dbfile.StringIds, plain: list[str]
+                 ) -> tuple[pa.Array, pa.Array, pa.Array | None, dict[str, pa.Array]]:
+    """Communication ops as kernel rows: name, type, core ``HCCL``; ids and shapes missing."""
+    n = comm.num_rows
+    c = [_int64(comm.column(i)) for i in range(4)]
+    extra: dict[str, pa.Array] = {}
+    for col in plain:
+        kind = _KERNEL_COLUMNS[col][2]
+        if col == "name":
+            extra[col] = strings.decode(c[2])
+        elif col == "type":
+            extra[col] = strings.decode(c[3])
+        elif col == "accelerator_core":
+            extra[col] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([COMM_CORE]))
+        elif kind == "str":
+            extra[col] = pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), pa.array([], pa.string()))
+        else:
+            extra[col] = pa.nulls(n, pa.int64())
+    merged = {}
+    for col, arr in arrays.items():
+        if pa.types.is_dictionary(arr.type):
+            merged[col] = pa.chunked_array([arr, extra[col]]).unify_dictionaries().combine_chunks()
+        else:
+            merged[col] = pa.concat_arrays([arr, extra[col]])
+    new_start = pa.concat_arrays([start, c[0]])
+    new_end = pa.concat_arrays([end, c[1]])
+    new_stream = None if stream is None else pa.concat_arrays([stream, pa.nulls(n, pa.int64())])
+    return new_start, new_end, new_stream, merged
+
+
+def _waits(start: np.ndarray, end: np.ndarray, stream: pa.Array) -> np.ndarray:
+    """Gap (ns) since the previous task on the same stream ended; 0 for a stream's first task; NaN without a stream."""
+    s = stream.to_numpy(zero_copy_only=False)
+    valid = ~pd.isna(s)
+    out = np.full(len(start), np.nan)
+    if not valid.any():
+        return out
+    sv = s[valid].astype(np.int64)
+    idx = np.flatnonzero(valid)
+    order = np.lexsort((start[idx], sv))
+    o = idx[order]
+    w = np.zeros(len(o))
+    same = sv[order][1:] == sv[order][:-1]
+    gaps = start[o][1:] - end[o][:-1]
+    w[1:] = np.where(same, np.maximum(gaps, 0), 0)
+    out[o] = w
+    return out
+
+
+def _step_windows_ns(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rows = dbfile.query(path, "SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs")
+    a = np.array(rows, dtype=np.int64).reshape(-1, 3)
+    return a[:, 0], a[:, 1], a[:, 2]
+
+
+def _step_ids(path: Path, start: np.ndarray, sink: DiagnosticSink) -> pa.Array:
+    try:
+        ids, lo, hi = _step_windows_ns(path)
+    except (DbUnusable, ValueError, TypeError) as exc:
+        dbfile.report(sink, path, "STEP_TIME", str(exc))
+        return pa.nulls(len(start), pa.int64())
+    i = np.searchsorted(lo, start, side="right") - 1
+    ic = np.clip(i, 0, max(len(lo) - 1, 0))
+    inside = (i >= 0) & (len(lo) > 0) & (start < hi[ic]) if len(lo) else np.zeros(len(start), bool)
+    return pa.array(np.where(inside, ids[ic] if len(lo) else 0, 0), type=pa.int64(), mask=~inside)
+
+
+def arrow_to_frame(table: pa.Table) -> pd.DataFrame:
+    """An Arrow table as the text loaders' pandas frame: strings ``string[pyarrow]``, ints ``Int64``."""
+    out: dict[str, pd.Series] = {}
+    for name in table.column_names:
+        col = table.column(name)
+        if pa.types.is_dictionary(col.type):
+            col = pc.cast(col, pa.string())
+        if pa.types.is_string(col.type):
+            out[name] = pd.Series(col.to_pandas(types_mapper={pa.string(): pd.StringDtype("pyarrow")}.get))
+        elif pa.types.is_integer(col.type):
+            out[name] = pd.Series(col.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get))
+        else:
+            out[name] = pd.Series(col.to_pandas()).astype("float64")
+    return pd.DataFrame(out, index=pd.RangeIndex(table.num_rows)) if out else pd.DataFrame(index=pd.RangeIndex(table.num_rows))
+
+
+def kernel_rows(path: Path) -> int | None:
+    try:
+        n = dbfile.query(path, "SELECT COUNT(*) FROM COMPUTE_TASK_INFO")[0][0]
+        sch = dbfile.schema(path)
+        if "COMMUNICATION_OP" in sch:
+            n += dbfile.query(path, "SELECT COUNT(*) FROM COMMUNICATION_OP")[0][0]
+    except DbUnusable:
+        return None
+    return int(n)
+
+
+# -- op statistic ------------------------------------------------------------------------------------------------
+
+def read_op_statistic(path: Path, sink: DiagnosticSink) -> pd.DataFrame | None:
+    """Per (op type, core) totals of the compute tasks, grouped in SQL (µs, like ``op_statistic.csv``)."""
+    if kernel_available(path, sink) is None:
+        return None
+    tasks = ("SELECT c.opType AS op, c.taskType AS core, t.endNs - t.startNs AS d FROM COMPUTE_TASK_INFO AS c "
+             "JOIN TASK AS t ON t.globalTaskId = c.globalTaskId")
+    try:
+        comm_cols = dbfile.schema(path).get("COMMUNICATION_OP") or []
+        if {"opType", "startNs", "endNs"} <= set(comm_cols):
+            # communication ops count as their own type on core HCCL, as in op_statistic.csv
+            tasks += " UNION ALL SELECT opType, NULL, endNs - startNs FROM COMMUNICATION_OP"
+        rows = dbfile.query(path, f"SELECT op, core, COUNT(*), SUM(d), MIN(d), MAX(d) FROM ({tasks}) GROUP BY op, core")
+        strings = dbfile.string_ids(path)
+    except DbUnusable as exc:
+        dbfile.report(sink, path, "COMPUTE_TASK_INFO", str(exc))
+        return None
+    cols = dbfile.columns_of(rows, 6)
+    count = cols[2].astype(np.int64)
+    total = cols[3].astype(np.int64)
+    grand = int(total.sum()) or 1
+    frame = pd.DataFrame({
+        "device_id": pd.array([None] * len(rows), dtype="Int64"),
+        "model_name": pd.array([None] * len(rows), dtype=pd.StringDtype("pyarrow")),
+        "op_type": pd.array(pc.cast(_decode(strings, cols[0]), pa.string()).to_pylist(), dtype=pd.StringDtype("pyarrow")),
+        "core_type": pd.array([COMM_CORE if c is None else c for c in
+                               pc.cast(_decode(strings, cols[1]), pa.string()).to_pylist()], dtype=pd.StringDtype("pyarrow")),
+        "count": pd.array(count, dtype="Int64"),
+        "total_time_us": total / 1000.0,
+        "min_time_us": cols[4].astype(np.int64) / 1000.0,
+        # formatted as op_statistic.csv writes it (three decimals, half away from zero on the text)
+        "avg_time_us": [float(f"{v:.3f}") for v in total / np.maximum(count, 1) / 1000.0],
+        "max_time_us": cols[5].astype(np.int64) / 1000.0,
+        "ratio_pct": np.round(100.0 * total / grand, 3),
+    })
+    return frame.sort_values(["total_time_us", "op_type"], ascending=[False, True], ignore_index=True)
+
+
+# -- steps -------------------------------------------------------------------------------------------------------
+
+def _coverage(pos: np.ndarray, deltas: list[np.ndarray], starts_ends: list[tuple[np.ndarray, np.ndarray]]
+              ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Distinct boundary positions and, per interval set, how many intervals cover [pos_i, pos_i+1)."""
+    cover = []
+    for s, e in starts_ends:
+        d = np.zeros(len(pos), dtype=np.int64)
+        np.add.at(d, np.searchsorted(pos, s), 1)
+        np.add.at(d, np.searchsorted(pos, e), -1)
+        cover.append(np.cumsum(d))
+    return pos, cover
+
+
+def _segments(pos: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge the covered elementary segments [pos_i, pos_i+1) where ``mask`` into maximal intervals."""
+    m = mask[:-1] if len(mask) else mask
+    if not len(m) or not m.any():
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    edge = np.diff(np.concatenate([[0], m.astype(np.int8), [0]]))
+    first = np.flatnonzero(edge == 1)
+    last = np.flatnonzero(edge == -1)
+    return pos[first], pos[last]
+
+
+def overlap_intervals(comp: tuple[np.ndarray, np.ndarray], comm: tuple[np.ndarray, np.ndarray], lo: int, hi: int
+                      ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """CANN's overlap analysis: merged compute, merged communication, communication not under compute,
+    and free time (neither) inside [lo, hi), as (starts, ends) in ns."""
+    pos = np.unique(np.concatenate([comp[0], comp[1], comm[0], comm[1], [lo, hi]]))
+    _, (c, k) = _coverage(pos, [], [comp, comm])
+    inside = (pos >= lo) & (pos < hi)
+    return {
+        "Computing": _segments(pos, c > 0),
+        "Communication": _segments(pos, k > 0),
+        "Communication(Not Overlapped)": _segments(pos, (k > 0) & (c == 0)),
+        "Free": _segments(pos, (c == 0) & (k == 0) & inside),
+    }
+
+
+def read_step_events(path: Path, columns: Sequence[str] | None, sink: DiagnosticSink) -> pd.DataFrame | None:
+    """``STEP_TIME`` windows as ``ProfilerStep#<id>`` events, and the overlap analysis of the tasks.
+
+    The text export's trace carries CANN's ``Overlap Analysis`` events; the DB does not, so
+    they are computed here from the task intervals the same way: compute tasks
+    (``COMPUTE_TASK_INFO`` ⨝ ``TASK``) merged, communication ops (``COMMUNICATION_OP``)
+    merged, their difference, and the free time between the first step's start and the
+    last step's end.
+    """
+    from advisor_core.loaders.trace_steps import STEP_EVENT_COLUMNS
+
+    try:
+        ids, lo, hi = _step_windows_ns(path)
+    except DbUnusable as exc:
+        dbfile.report(sink, path, "STEP_TIME", str(exc))
+        return None
+    except (ValueError, TypeError):
+        dbfile.report(sink, path, "STEP_TIME", "id/startNs/endNs are not all integers")
+        return None
+    names = [f"ProfilerStep#{i}" for i in ids]
+    procs = ["Step"] * len(ids)
+    threads: list[str | None] = [None] * len(ids)
+    starts, ends = [lo], [hi]
+    if len(ids) and kernel_available(path, DiagnosticSink()) is not None:
+        try:
+            comp = dbfile.query(path, "SELECT t.startNs, t.endNs FROM COMPUTE_TASK_INFO AS c JOIN TASK AS t "
+                                      "ON t.globalTaskId = c.globalTaskId")
+            sch = dbfile.schema(path)
+            comm = (dbfile.query(path, "SELECT startNs, endNs FROM COMMUNICATION_OP")
+                    if {"startNs", "endNs"} <= set(sch.get("COMMUNICATION_OP", [])) else [])
+        except DbUnusable as exc:
+            dbfile.report(sink, path, "TASK", str(exc))
+            comp, comm = [], []
+        c = np.array(comp, dtype=np.int64).reshape(-1, 2)
+        k = np.array(comm, dtype=np.int64).reshape(-1, 2)
+        parts = overlap_intervals((c[:, 0], c[:, 1]), (k[:, 0], k[:, 1]), int(lo.min()), int(hi.max()))
+        for thread, (s, e) in parts.items():
+            names += [thread] * len(s)
+            procs += ["Overlap Analysis"] * len(s)
+            threads += [thread] * len(s)
+            starts.append(s)
+            ends.append(e)
+    ts = np.concatenate(starts)
+    te = np.concatenate(ends)
+    n = len(ts)
+    frame = pd.DataFrame({
+        "ph": pd.array(["X"] * n, dtype="string"),
+        "name": pd.array(names, dtype="string"),
+        "pid": pd.array([None] * n, dtype="string"),
+        "tid": pd.array([None] * n, dtype="string"),
+        "ts_ns": pd.array(ts, dtype="Int64"),
+        "dur_us": (te - ts) / 1000.0,
+        "process_name": pd.array(procs, dtype="string"),
+        "thread_name": pd.array(threads, dtype="string"),
+    })
+    order = [c for c in (columns if columns is not None else STEP_EVENT_COLUMNS) if c in frame.columns]
+    return frame[order]
+
+
+STEP_TRACE_DB = {
+    "step": "step", "computing_us": "computing", "communication_not_overlapped_us": "communication_not_overlapped",
+    "overlapped_us": "overlapped", "communication_us": "communication", "free_us": "free", "stage_us": "stage",
+    "bubble_us": "bubble",
+    "communication_not_overlapped_exclude_receive_us": "communication_not_overlapped_and_exclude_receive",
+    "preparing_us": "preparing",
+}
+
+
+def read_step_trace(path: Path, sink: DiagnosticSink) -> pd.DataFrame | None:
+    """``StepTraceTime`` (µs) → the canonical step table (what ``step_trace_time.csv`` gives)."""
+    from advisor_core.loaders.steps import STEP_COLUMNS
+
+    try:
+        cols = dbfile.schema(path).get("StepTraceTime")
+        if cols is None:
+            dbfile.report(sink, path, "StepTraceTime", "table absent")
+            return None
+        present = {k: v for k, v in STEP_TRACE_DB.items() if v in cols}
+        if "computing_us" not in present:
+            dbfile.report(sink, path, "StepTraceTime", "lacks column computing")
+            return None
+        rows = dbfile.query(path, f"SELECT {', '.join(present.values())} FROM StepTraceTime ORDER BY rowid")
+    except DbUnusable as exc:
+        dbfile.report(sink, path, "StepTraceTime", str(exc))
+        return None
+    raw = dbfile.columns_of(rows, len(present))
+    data = dict(zip(present, raw))
+    n = len(rows)
+    out = pd.DataFrame(index=pd.RangeIndex(n))
+    step = pd.to_numeric(pd.Series(data.get("step", np.full(n, None)), dtype="object").astype("string")
+                         .str.extract(r"(\d+)", expand=False), errors="coerce")
+    out["step"] = pd.array(step, dtype="Int64")
+    out["whole_run"] = (n == 1) & (out["step"].isna() | (out["step"] == 0)).astype(bool)
+    out["device_id"] = pd.array([None] * n, dtype="Int64")
+    for canon in STEP_TRACE_DB:
+        if canon == "step":
+            continue
+        out[canon] = pd.to_numeric(pd.Series(data[canon]), errors="coerce").astype("float64") if canon in data else np.nan
+    comm = out["communication_not_overlapped_us"].fillna(0.0)
+    out["total_us"] = out["computing_us"].fillna(0.0) + comm + out["free_us"].fillna(0.0)
+    out["iteration_interval_us"] = np.nan
+    out["fp_bp_us"] = np.nan
+    out["tail_us"] = np.nan
+    return out[list(STEP_COLUMNS)]
+
+
+# -- communication -----------------------------------------------------------------------------------------------
+
+_STEP_KEY = re.compile(r"^step(\d*)$", re.IGNORECASE)
+
+
+def _step_of(value: Any) -> int | None:
+    m = _STEP_KEY.match(str(value).strip()) if value is not None else None
+    return int(m.group(1)) if m and m.group(1) else None
+
+
+def _table_rows(path: Path, table: str, required: Sequence[str], sink: DiagnosticSink,
+                optional: Sequence[str] = ()) -> list[dict[str, Any]] | None:
+    """Rows of ``table`` as dicts (optional columns the file lacks come back as ``None``)."""
+    try:
+        cols = dbfile.schema(path).get(table)
+        if cols is None:
+            dbfile.report(sink, path, table, "table absent (a DB from another version, or a partial export)")
+            return None
+        lacking = [c for c in required if c not in cols]
+        if lacking:
+            dbfile.report(sink, path, table, f"lacks column(s) {', '.join(lacking)} (a DB from another version?)")
+            return None
+        names = [*required, *(c for c in optional if c in cols)]
+        rows = dbfile.query(path, f"SELECT {', '.join(names)} FROM {table} ORDER BY rowid")
+    except DbUnusable as exc:
+        dbfile.report(sink, path, table, str(exc))
+        return None
+    return [{**dict.fromkeys(optional), **dict(zip(names, r))} for r in rows]
+
+
+def _ms_us(v: Any) -> float | None:
+    return None if v is None else float(v) * 1000.0
+
+
+def _f(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def read_communication(path: Path, which: int, sink: DiagnosticSink) -> pd.DataFrame | None:
+    """``CommAnalyzerTime``/``CommAnalyzerBandwidth`` → the ``communication`` (0) or bandwidth (1) table."""
+    from advisor_core.loaders import communication as comm
+    from advisor_core.loaders.csvtable import us_text_to_ns
+
+    bw_rows = _table_rows(path, "CommAnalyzerBandwidth", ("hccl_op_name", "group_name", "transport_type", "transit_size",
+                                                          "transit_time", "bandwidth", "step"), sink,
+                          optional=("large_packet_ratio",))
+    if bw_rows is None:
+        return None
+    bw_records: list[dict[str, Any]] = []
+    sizes: dict[tuple[Any, Any, Any], float] = {}
+    seen: set[tuple[Any, ...]] = set()
+    for r in bw_rows:
+        key = (r["step"], r["hccl_op_name"], r["group_name"], r["transport_type"])
+        if key in seen:  # one row per package size in a real export: the link totals repeat
+            continue
+        seen.add(key)
+        op = (r["step"], r["hccl_op_name"], r["group_name"])
+        sizes[op] = sizes.get(op, 0.0) + (float(r["transit_size"]) if r["transit_size"] is not None else 0.0)
+        bw_records.append({"rank": None, "step": _step_of(r["step"]), "op_name": r["hccl_op_name"],
+                           "group": r["group_name"] or None, "link_type": r["transport_type"],
+                           "transit_size_mb": _f(r["transit_size"]), "transit_us": _ms_us(r["transit_time"]),
+                           "bandwidth_gbps": _f(r["bandwidth"]), "large_packet_ratio": _f(r["large_packet_ratio"])})
+    if which == 1:
+        return comm.comm_frames([], bw_records)[1]
+    time_rows = _table_rows(path, "CommAnalyzerTime", ("hccl_op_name", "group_name", "start_timestamp", "elapse_time",
+                                                       "transit_time", "wait_time", "synchronization_time", "step",
+                                                       "type"), sink, optional=("idle_time",))
+    if time_rows is None:
+        return None
+    records = []
+    for r in time_rows:
+        wait, sync, transit = _ms_us(r["wait_time"]), _ms_us(r["synchronization_time"]), _ms_us(r["transit_time"])
+        # communication.json's ratios, from the same ms values (msprof: wait / (wait + transit))
+        wr = None if wait is None or transit is None or wait + transit == 0 else round(wait / (wait + transit), 4)
+        sr = None if sync is None or transit is None or sync + transit == 0 else round(sync / (sync + transit), 4)
+        start = r["start_timestamp"]
+        records.append({
+            "rank": None, "step": _step_of(r["step"]), "group_kind": r["type"], "op_name": r["hccl_op_name"],
+            "group": r["group_name"] or None, "op_type": comm.op_type_of(str(r["hccl_op_name"])),
+            "start_ns": us_text_to_ns(str(start)) if start is not None else None,
+            "elapse_us": _ms_us(r["elapse_time"]), "transit_us": transit, "wait_us": wait,
+            "synchronization_us": sync, "idle_us": _ms_us(r["idle_time"]), "wait_ratio": wr,
+            "synchronization_ratio": sr,
+            "transit_size_mb": sizes.get((r["step"], r["hccl_op_name"], r["group_name"]), 0.0),
+        })
+    return comm.comm_frames(records, [])[0]
+
+
+def read_communication_matrix(path: Path, sink: DiagnosticSink) -> pd.DataFrame | None:
+    """``CommAnalyzerMatrix`` → the ``communication_matrix`` table.
+
+    Two layouts exist: torch_npu's (``step``, ``type``, ``op_name``; ``hccl_op_name`` the aggregate
+    key such as ``allreduce-top1``) and MindSpore's/msprof's, one row per op and link with the raw op
+    name in ``hccl_op_name``. Either way a row becomes one link of one op entry; the JSON's
+    ``-top1``/``-middle``/``-total`` aggregates are not rebuilt from the raw form.
+    """
+    from advisor_core.loaders import communication as comm
+
+    rows = _table_rows(path, "CommAnalyzerMatrix", ("hccl_op_name", "group_name", "src_rank", "dst_rank",
+                                                    "transport_type", "transit_size", "transit_time", "bandwidth"),
+                       sink, optional=("step", "type", "op_name"))
+    if rows is None:
+        return None
+    out = []
+    for r in rows:
+        name, group = str(r["hccl_op_name"]), r["group_name"] or None
+        raw = r.get("op_name") is None and "__" in name
+        kind = r.get("type") or ("p2p" if comm.op_type_of(name) in ("send", "receive", "batchsendrecv") else "collective")
+        out.append({
+            "step": _step_of(r.get("step")), "group_kind": kind, "op_key": f"{name}@{group}" if group else name,
+            "op_type": comm.op_type_of(name) if raw else name.split("-")[0], "rank_set": group,
+            "src_rank": int(r["src_rank"]) if str(r["src_rank"]).isdigit() else None,
+            "dst_rank": int(r["dst_rank"]) if str(r["dst_rank"]).isdigit() else None,
+            "transport_type": r["transport_type"], "transit_size_mb": _f(r["transit_size"]),
+            "transit_us": _ms_us(r["transit_time"]), "bandwidth_gbps": _f(r["bandwidth"]),
+            "op_name": name if raw else r.get("op_name"),
+        })
+    return comm.matrix_frame(out)
+
+
+# -- memory ------------------------------------------------------------------------------------------------------
+
+def read_memory_record(path: Path, columns: Sequence[str] | None, sink: DiagnosticSink) -> pd.DataFrame | None:
+    """``MEMORY_RECORD`` (bytes, ns) → ``memory_record`` (MB as the CSV writes them, ns)."""
+    rows = _table_rows(path, "MEMORY_RECORD", ("component", "timestamp", "totalReserved"), sink,
+                       optional=("totalAllocated", "totalActive", "streamPtr", "deviceId"))
+    if rows is None:
+        return None
+    try:
+        strings = dbfile.string_ids(path)
+    except DbUnusable as exc:
+        dbfile.report(sink, path, "STRING_IDS", str(exc))
+        return None
+    comp = pc.cast(strings.decode(pa.array([r["component"] for r in rows], pa.int64())), pa.string()).to_pylist()
+    frame = pd.DataFrame({
+        "component": pd.array(comp, dtype=pd.StringDtype("pyarrow")),
+        "timestamp_ns": pd.array([r["timestamp"] for r in rows], dtype="Int64"),
+        "total_allocated_mb": [_mb(r["totalAllocated"]) for r in rows],
+        "total_reserved_mb": [_mb(r["totalReserved"]) for r in rows],
+        "total_active_mb": [_mb(r["totalActive"]) for r in rows],
+        "stream_ptr": pd.array([None if r["streamPtr"] is None else str(r["streamPtr"]) for r in rows],
+                               dtype=pd.StringDtype("pyarrow")),
+        "device_type": pd.array([None if r.get("deviceId") is None else f"NPU:{r['deviceId']}" for r in rows],
+                                dtype=pd.StringDtype("pyarrow")),
+    })
+    frame = frame.astype({c: "float64" for c in ("total_allocated_mb", "total_reserved_mb", "total_active_mb")})
+    return frame[[c for c in (columns or frame.columns) if c in frame.columns]]
+
+
+def _mb(b: Any) -> float | None:
+    # MindSpore's memory files write "MB" as KB / 1000 (ascend-profile-formats.md §5)
+    return None if b is None else float(b) / 1_024_000

@@ -1,0 +1,156 @@
+"""The SQLite export read as a first-class source: the same tables as the text export.
+
+A DB is built by hand from real ``kernel_details.csv`` samples (msprof-analyze's test data, strings
+interned through ``STRING_IDS``); read back, it must give the text loader's kernel table value for
+value. Plus: the ``blockDim`` → ``blockNum`` rename, SQL projection, and which export a rank reads.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from advisor_core.diagnostics import DiagnosticSink
+from advisor_core.model.run import load_run
+from advisor_core.simulate.writers.dbexport import export_rank_db
+
+SAMPLES = ["ut__advisor__advisor_backend__compute_advice", "ut__advisor__compute_advice__data"]
+# columns only the text export carries as written: the CANN wait time (the DB route derives it from
+# the task intervals) and the step id (the DB route takes it from STEP_TIME, absent without a trace)
+DERIVED = {"wait_us", "step_id"}
+
+
+def _rank_from_sample(tmp_path: Path, msprof: Path, sample: str) -> Path:
+    d = tmp_path / "host_100_20260101120000000_ascend_ms"
+    (d / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    (d / "profiler_info_0.json").write_text(json.dumps({"ms_version": "2.5.0", "profiler_parameters": {}}))
+    shutil.copy(msprof / sample / "kernel_details.csv", d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
+    export_rank_db(d, 0, 0, keep_text=True)
+    return d
+
+
+def _same(a: pd.Series, b: pd.Series) -> bool:
+    a, b = a.reset_index(drop=True), b.reset_index(drop=True)
+    both_missing = a.isna().to_numpy() & b.isna().to_numpy()
+    eq = (a.astype(object).where(a.notna(), None) == b.astype(object).where(b.notna(), None)).to_numpy()
+    return bool((eq | both_missing).all())
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_real_sample_through_string_ids_gives_the_text_table(tmp_path, msprof, sample):
+    d = _rank_from_sample(tmp_path, msprof, sample)
+    text = load_run(d, source="text").rank(0)
+    db = load_run(d, source="db").rank(0)
+    assert text.table_source("kernels")[1] == "kernel_details"
+    assert db.table_source("kernels")[1] == "profiler_db"
+    # the DB route returns tasks in start order; the sample's rows are not all in that order
+    t = text.table("kernels", text.columns("kernels")).sort_values(["start_ns", "name"], kind="stable")
+    k = db.table("kernels", [c for c in text.columns("kernels") if c in db.columns("kernels")])
+    k = k.sort_values(["start_ns", "name"], kind="stable")
+    assert len(k) == len(t) > 0
+    compared = [c for c in t.columns if c in k.columns and c not in DERIVED]
+    assert {"name", "type", "accelerator_core", "start_ns", "duration_us", "input_shapes", "output_dtypes",
+            "block_num", "stream_id"} <= set(compared)
+    # communication ops live in COMMUNICATION_OP: name, type, times; their ids, dims and shapes are not in it
+    comm = t["accelerator_core"].isin(["HCCL", "COMMUNICATION"]).to_numpy()
+    for col in compared:
+        rows = slice(None) if col in ("name", "type", "accelerator_core", "start_ns", "duration_us") else ~comm
+        assert _same(k[col][rows], t[col][rows]), col
+        assert k[col].dtype == t[col].dtype, col
+    # the strings really went through STRING_IDS
+    con = sqlite3.connect(d / "ASCEND_PROFILER_OUTPUT" / "ascend_mindspore_profiler_0.db")
+    n_strings = con.execute("SELECT COUNT(*) FROM STRING_IDS").fetchone()[0]
+    name_type = con.execute("SELECT typeof(name) FROM COMPUTE_TASK_INFO LIMIT 1").fetchone()[0]
+    con.close()
+    assert name_type == "integer"
+    assert n_strings == len(pd.unique(pd.concat([t[c].dropna().astype(str) for c in
+                                                 ("name", "type", "accelerator_core")]))) + \
+        len(set().union(*[set(t[c].dropna().astype(str)) for c in t.columns
+                          if c.startswith(("input_", "output_", "op_state", "hf32"))]) -
+            set(pd.concat([t[c].dropna().astype(str) for c in ("name", "type", "accelerator_core")])))
+
+
+def test_real_sample_op_view_is_the_same(tmp_path, msprof):
+    d = _rank_from_sample(tmp_path, msprof, SAMPLES[0])
+    a = load_run(d, source="text").rank(0).op_view().ops
+    b = load_run(d, source="db").rank(0).op_view().ops
+    cols = ["name", "type", "accelerator_core", "count", "total_us", "min_us", "max_us", "in_shapes", "out_dtypes"]
+    a = a.sort_values(["name", "total_us"]).reset_index(drop=True)
+    b = b.sort_values(["name", "total_us"]).reset_index(drop=True)
+    assert len(a) == len(b) == 201
+    for c in cols:
+        assert a[c].astype(str).tolist() == b[c].astype(str).tolist(), c
+
+
+def test_block_dim_and_block_num_both_read(tmp_path, msprof):
+    d = _rank_from_sample(tmp_path, msprof, SAMPLES[1])
+    db = d / "ASCEND_PROFILER_OUTPUT" / "ascend_mindspore_profiler_0.db"
+    want = load_run(d, source="db").rank(0).table("kernels", ["block_num"])["block_num"].tolist()
+    text = load_run(d, source="text").rank(0).table("kernels", ["start_ns", "block_num"]).sort_values("start_ns")
+    assert want == text["block_num"].tolist()
+    con = sqlite3.connect(db)
+    con.execute("ALTER TABLE COMPUTE_TASK_INFO RENAME COLUMN blockNum TO blockDim")  # CANN before the rename
+    con.commit()
+    con.close()
+    assert load_run(d, source="db").rank(0).table("kernels", ["block_num"])["block_num"].tolist() == want
+    assert want[:3] == [20, 40, 40]
+
+
+def test_only_the_columns_asked_for_are_queried(tmp_path, msprof, monkeypatch):
+    from advisor_core.loaders import dbfile
+
+    d = _rank_from_sample(tmp_path, msprof, SAMPLES[1])
+    seen: list[str] = []
+    real = dbfile.query_arrow
+    monkeypatch.setattr(dbfile, "query_arrow", lambda path, sql, split=None: seen.append(sql) or real(path, sql, split))
+    rank = load_run(d, source="db").rank(0)
+    df = rank.table("kernels", ["name", "duration_us"])
+    assert list(df.columns) == ["name", "duration_us"]
+    assert seen[0] == ("SELECT t.startNs, t.endNs, c.name FROM COMPUTE_TASK_INFO AS c JOIN TASK AS t "
+                       "ON t.globalTaskId = c.globalTaskId")
+
+
+def test_auto_prefers_the_db_and_says_so(tmp_path, msprof):
+    d = _rank_from_sample(tmp_path, msprof, SAMPLES[1])
+    sink = DiagnosticSink()
+    rank = load_run(d, sink=sink).rank(0)
+    assert rank.table_source("kernels")[0].name == "ascend_mindspore_profiler_0.db"
+    info = [x for x in sink if x.code == "db-and-text"]
+    assert len(info) == 1 and "read from the DB export (ascend_mindspore_profiler_0.db, communication_analyzer.db)" in info[0].message
+    # a table the DB does not hold (no StepTraceTime rows written without a step_trace_time.csv: the table is
+    # there, empty) — and MindData's files are always text
+    assert load_run(d, source="text").rank(0).table_source("kernels")[0].name == "kernel_details.csv"
+
+
+def test_db_only_cli_inspect_names_the_db(tmp_path, msprof):
+    from click.testing import CliRunner
+
+    from advisor_core.cli import cli
+
+    d = _rank_from_sample(tmp_path, msprof, SAMPLES[1])
+    (d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").unlink()
+    res = CliRunner().invoke(cli, ["inspect", str(d), "--format", "json", "--no-ir"], catch_exceptions=False)
+    report = json.loads(res.stdout)
+    (rank,) = report["ranks"]
+    tables = {t["table"]: t for t in rank["tables"]}
+    assert tables["kernels"]["artifact"] == "profiler_db"
+    assert tables["kernels"]["rows"] == 29
+    assert tables["kernels"]["path"].endswith("ASCEND_PROFILER_OUTPUT/ascend_mindspore_profiler_0.db")
+
+
+def test_split_fetch_gives_the_single_fetch(tmp_path, msprof, monkeypatch):
+    from advisor_core.loaders import dbfile
+
+    d = _rank_from_sample(tmp_path, msprof, SAMPLES[0])
+    whole = load_run(d, source="db").rank(0).table("kernels")
+    monkeypatch.setattr(dbfile, "SPLIT_MIN_ROWS", 10)
+    monkeypatch.setattr(dbfile.os, "cpu_count", lambda: 3)
+    split = load_run(d, source="db").rank(0).table("kernels")
+    pd.testing.assert_frame_equal(split, whole)
+    assert len(whole) == 591
