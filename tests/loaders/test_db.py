@@ -154,3 +154,46 @@ def test_split_fetch_gives_the_single_fetch(tmp_path, msprof, monkeypatch):
     split = load_run(d, source="db").rank(0).table("kernels")
     pd.testing.assert_frame_equal(split, whole)
     assert len(whole) == 591
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_NAMES = st.text(alphabet=st.characters(whitelist_categories=("L", "N"), whitelist_characters="/_-.:"), min_size=1,
+                 max_size=24)
+_ROW = st.tuples(_NAMES, st.sampled_from(["MatMulV2", "Cast", "TransData", "hcom_allReduce_"]),
+                 st.sampled_from(["AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "HCCL", "AI_CPU"]),
+                 st.integers(0, 10**9), st.integers(0, 5 * 10**7),
+                 st.lists(st.integers(1, 70000), min_size=0, max_size=4), st.integers(0, 48))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(_ROW, min_size=1, max_size=30))
+def test_any_kernel_rows_round_trip_through_the_db(tmp_path_factory, rows):
+    d = tmp_path_factory.mktemp("h") / "host_100_20260101120000000_ascend_ms"
+    apo = d / "ASCEND_PROFILER_OUTPUT"
+    apo.mkdir(parents=True)
+    (d / "profiler_info_0.json").write_text("{}")
+    lines = ["Step ID,Task ID,Stream ID,Name,Type,Accelerator Core,Start Time(us),Duration(us),Block Dim,"
+             "Input Shapes,Input Data Types"]
+    base = 1736413971558972912
+    for i, (name, typ, core, start, dur, shape, block) in enumerate(rows):
+        comm = core == "HCCL"
+        t = base + start
+        lines.append(",".join([
+            "1", "N/A" if comm else str(i), "N/A" if comm else "2", name, typ, core, f'"{t // 1000}.{t % 1000:03d}\t"',
+            f"{dur // 1000}.{dur % 1000:03d}", "0" if comm else str(block),
+            "N/A" if comm else '"""' + ",".join(map(str, shape)) + '"""', "N/A" if comm else "DT_BF16"]))
+    (apo / "kernel_details.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    export_rank_db(d, 0, 0, keep_text=True)
+    cols = ["name", "type", "accelerator_core", "start_ns", "duration_us", "block_num", "input_shapes", "input_dtypes",
+            "task_id"]
+    t = load_run(d, source="text").rank(0).table("kernels", cols)
+    k = load_run(d, source="db").rank(0).table("kernels", cols)
+    order_t = t.assign(_i=range(len(t))).sort_values(["start_ns", "_i"], kind="stable").drop(columns="_i")
+    comm = order_t["accelerator_core"].eq("HCCL").to_numpy()
+    assert len(k) == len(t)
+    for col in cols:
+        rows_ = slice(None) if col in ("name", "type", "accelerator_core", "start_ns", "duration_us") else ~comm
+        a, b = k[col].reset_index(drop=True)[rows_], order_t[col].reset_index(drop=True)[rows_]
+        assert a.astype(object).where(a.notna(), None).tolist() == b.astype(object).where(b.notna(), None).tolist(), col
