@@ -131,9 +131,25 @@ def _read_steps(path: Path, kind: str, columns: Sequence[str] | None, sink: Diag
     return None if df is None else LoadedTable(df)
 
 
+_COMM_PARSED: dict[tuple[str, float, int], "tuple[pd.DataFrame, pd.DataFrame] | None"] = {}
+
+
 def _read_comm(which: int) -> Reader:
+    """``communication.json`` gives two tables: parse it once for both (the last file parsed is kept)."""
+
     def read(path: Path, kind: str, columns: Sequence[str] | None, sink: DiagnosticSink) -> LoadedTable | None:
-        res = comm.read_communication(path, sink)
+        try:
+            st = path.stat()
+            key: tuple[str, float, int] | None = (str(path), st.st_mtime, st.st_size)
+        except OSError:
+            key = None
+        if key is not None and key in _COMM_PARSED:
+            res = _COMM_PARSED.pop(key)  # the other table was read: nothing left to share
+        else:
+            res = comm.read_communication(path, sink)
+            _COMM_PARSED.clear()
+            if key is not None:
+                _COMM_PARSED[key] = res
         return None if res is None else LoadedTable(res[which])
 
     return read

@@ -114,6 +114,9 @@ class Rank:
                 if reason is None:
                     db = (ld.db, art.path, k)
                     break
+                if table is not None and lacking(art.path, ld.db_tables[:1])[0] is not None \
+                        and all(lacking(art.path, (t,))[0] is not None for t in ld.db_tables):
+                    continue  # none of its tables: not collected (no communication on one device), not broken
                 said = (str(art.path), table)
                 if said not in self._db_said:  # once per file (unusable) or per missing DB table
                     self._db_said.add(said)

@@ -99,6 +99,8 @@ ANALYSIS_TABLES = {
                       "communication NUMERIC, free NUMERIC, stage NUMERIC, bubble NUMERIC, "
                       "communication_not_overlapped_and_exclude_receive NUMERIC, preparing NUMERIC"),
 }
+_SOURCE_OF = {"CommAnalyzerTime": "communication.json", "CommAnalyzerBandwidth": "communication.json",
+              "CommAnalyzerMatrix": "communication_matrix.json", "StepTraceTime": "step_trace_time.csv"}
 _ENUMS = {
     "ENUM_HCCL_DATA_TYPE": ["INT8", "INT16", "INT32", "FP16", "FP32", "INT64", "UINT64", "UINT8", "UINT16", "UINT32",
                             "FP64", "BFP16", "INT128", "RESERVED"],
@@ -248,7 +250,7 @@ def _step_text(key: str) -> str:
 
 def _communication(apo: Path, con: sqlite3.Connection) -> None:
     path = apo / "communication.json"
-    if path.is_file():
+    if path.is_file() and _has_table(con, "CommAnalyzerTime"):
         data = json.loads(path.read_text(encoding="utf-8"))
         times, bands = [], []
         for step, groups in data.items():
@@ -269,7 +271,7 @@ def _communication(apo: Path, con: sqlite3.Connection) -> None:
         con.executemany("INSERT INTO CommAnalyzerTime VALUES (?,?,?,?,?,?,?,?,?,?)", times)
         con.executemany("INSERT INTO CommAnalyzerBandwidth VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", bands)
     path = apo / "communication_matrix.json"
-    if path.is_file():
+    if path.is_file() and _has_table(con, "CommAnalyzerMatrix"):
         data = json.loads(path.read_text(encoding="utf-8"))
         rows, seen = [], set()
         for step, groups in data.items():
@@ -317,6 +319,10 @@ def _step_trace(apo: Path, con: sqlite3.Connection) -> None:
     con.executemany("INSERT INTO StepTraceTime VALUES (?,?,?,?,?,?,?,?,?,?)", out)
 
 
+def _has_table(con: sqlite3.Connection, name: str) -> bool:
+    return con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
+
+
 def _create(path: Path, tables: dict[str, str]) -> sqlite3.Connection:
     if path.exists():
         path.unlink()
@@ -350,10 +356,15 @@ def export_rank_db(rank_dir: Path, rank_id: int, device_id: int, *, keep_text: b
         con.execute("INSERT INTO HOST_INFO VALUES (?,?)", (str(int(hashlib.sha1(host.encode()).hexdigest()[:15], 16)), host))
     con.close()
     analysis = apo / "communication_analyzer.db"  # MindSpore's name (torch_npu: analysis.db)
-    con = _create(analysis, ANALYSIS_TABLES)
+    # a table MindSpore would not write (no communication on a single device) is left out, not left empty
+    tables = {name: cols for name, cols in ANALYSIS_TABLES.items()
+              if (apo / _SOURCE_OF[name]).is_file()}
+    con = _create(analysis, tables)
     with con:
-        _communication(apo, con)
-        _step_trace(apo, con)
+        if "CommAnalyzerTime" in tables or "CommAnalyzerMatrix" in tables:
+            _communication(apo, con)
+        if "StepTraceTime" in tables:
+            _step_trace(apo, con)
     con.close()
     if not keep_text:
         for name in CONVERTED:
