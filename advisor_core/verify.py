@@ -139,6 +139,8 @@ def matches(problem: dict[str, Any], f: Finding) -> bool:
     if f.code != problem["code"]:
         return False
     where = problem.get("where") or {}
+    if problem["code"].startswith("CL"):  # a cluster problem is where it is: one rank
+        return f.rank is not None and f.rank in (where.get("ranks") or [])
     pointer = where.get("config_pointer")
     if pointer:
         return pointer in _finding_pointers(f)

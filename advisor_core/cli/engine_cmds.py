@@ -184,7 +184,8 @@ def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs:
     started = time.perf_counter()
     try:
         with RunProgress(err, enabled=not quiet) as progress:
-            result = session.analyze(select=sel, ignore=_codes(ignore), progress=progress)
+            result = session.analyze(select=sel, ignore=_codes(ignore), progress=progress,
+                                     summaries=(fmt or settings.format) == "html")
     except SelectionError as exc:
         raise click.UsageError(str(exc)) from None
     except SchedulerError as exc:

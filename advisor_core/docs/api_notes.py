@@ -12,6 +12,7 @@ RULE_ATTRIBUTE_NOTES = {
     "tags": "groups for `--select` (e.g. `compute`, `comm`, `config`)",
     "rank_tables": "per-rank tables `check` reads besides kernels (e.g. `minddata_pipeline`): read in each rank's unit, where its files are",
     "fix_availability": "whether findings carry config patches: `always`, `sometimes` or `never`",
+    "reads_other_findings": "run after every other rule and read their findings with `ctx.findings_so_far()` (to cite a cause another rule found; never import it)",
     "Options": "a `RuleOptions` subclass: the rule's validated settings (`[tool.advisor.rules.CODE]`)",
 }
 

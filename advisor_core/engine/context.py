@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from advisor_core.config.training import TrainingConfig
 from advisor_core.config.plain import json_plain as _plain
 from advisor_core.diagnostics import DiagnosticSink
-from advisor_core.engine.findings import Location, Patch, PatchOp, Safety
+from advisor_core.engine.findings import Finding, Location, Patch, PatchOp, Safety
 from advisor_core.engine.rule import Need, Rule, RuleOptions
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,6 +77,8 @@ class AnalysisInputs:
     def available(self, need: Need) -> bool:
         """Is the evidence ``need`` describes present (without reading tables)?"""
         if need.kind == "table":
+            if need.name == "cluster_step_trace":  # msprof-analyze's cluster output, beside (or instead of) the ranks
+                return self.run is not None and self.run.cluster_step_trace() is not None
             return self.run is not None and any(rank.usable(need.name, need.columns) for rank in self.run)
         if need.kind == "ir":
             for rd in self.ir_ranks():
@@ -97,12 +99,19 @@ class AnalysisInputs:
 class RuleContext:
     """One rule's view of an analysis (see module docstring)."""
 
-    def __init__(self, inputs: AnalysisInputs, options: RuleOptions, code: str, rule: Any = None) -> None:
+    def __init__(self, inputs: AnalysisInputs, options: RuleOptions, code: str, rule: Any = None,
+                 earlier: "Sequence[Finding]" = ()) -> None:
         self._inputs = inputs
         self.options = options
         self.code = code
         self.skip_reasons: list[str] = []
         self._rule = rule
+        self._earlier = tuple(earlier)
+
+    def findings_so_far(self) -> "tuple[Finding, ...]":
+        """The findings of the rules that ran before this one (every other rule when this rule sets
+        ``reads_other_findings``); read-only — a rule cites them, it does not change them."""
+        return self._earlier
 
     def rank_evidence(self, rank: Any) -> Any:
         """What this rule's ``rank_evidence`` returned for ``rank`` (computed now if the engine has not).

@@ -51,7 +51,8 @@ class Need:
 
     ``kind``:
       * ``table`` — ``name`` is a canonical table (``kernels``, ``step_trace`` …),
-        ``columns`` the canonical columns the rule reads;
+        ``columns`` the canonical columns the rule reads; ``cluster_step_trace`` is
+        msprof-analyze's ``cluster_step_trace_time.csv`` of the run folder;
       * ``ir`` — ``name`` is ``frontend`` (final front-end graph), ``backend``
         (kernel graph) or ``parallel`` (``step_parallel_end``);
       * ``config`` — ``name`` is a logical key of
@@ -123,6 +124,10 @@ class Rule:
     # them in each rank's unit, where the rank's files are, so the client does not read them one rank at a time.
     rank_tables: ClassVar[tuple[str, ...]] = ()
     fix_availability: ClassVar[Literal["always", "sometimes", "never"]] = "sometimes"
+    # A rule that links its findings to the causes other rules found (the cluster rules: a slow
+    # rank's cause is MD001's or CT001's finding on that rank) runs after every rule without it and
+    # reads their findings with ``ctx.findings_so_far()``; it never imports them.
+    reads_other_findings: ClassVar[bool] = False
     Options: ClassVar[type[RuleOptions]] = RuleOptions
 
     def __init__(self, options: RuleOptions | None = None) -> None:

@@ -133,6 +133,8 @@ def run_rules(
     """
     rules = host.rules()
     codes = select_rules(rules, select, ignore)
+    # rules that cite the others' findings run last (stable order otherwise)
+    codes = sorted(codes, key=lambda c: bool(getattr(rules[c].cls, "reads_other_findings", False)))
     opts = {k.upper(): v for k, v in (options or {}).items()}
     for code in sorted(k for k in opts if k not in rules):
         # A warning, not an error: the rule may belong to a plugin switched off for this
@@ -171,7 +173,7 @@ def run_rules(
                                    + (f" ({'; '.join(dict.fromkeys(why))})" if why else "")))
             runs.append(RuleRun(code, "skipped"))
             continue
-        ctx = RuleContext(inputs, prepared[code], code, instances[code])
+        ctx = RuleContext(inputs, prepared[code], code, instances[code], earlier=findings)
         t0 = time.perf_counter()
         if progress:
             progress("rules", i, len(codes))

@@ -163,7 +163,11 @@ class Session:
         ignore: Iterable[str] | None = None,
         options: Mapping[str, Mapping[str, Any]] | None = None,
         progress: Any = None,
+        summaries: bool = False,
     ) -> AnalysisResult:
+        """Run the rules; with ``summaries`` also the frames a charting format draws (``result.summaries``:
+        per-rank step breakdown, top kernels, MindData queue use, link bandwidth — see
+        :func:`advisor_core.analyses.cluster.report_summaries`)."""
         s = self.options.settings
         sel = list(select) if select is not None else s.effective_select()
         ign = list(ignore) if ignore is not None else s.ignore
@@ -177,6 +181,10 @@ class Session:
         try:
             result = run_rules(self.inputs(), self.host, select=sel, ignore=ign, options=opts,
                                workers=self.options.jobs, progress=progress, cluster=cluster)
+            if summaries:  # while the op views are still within reach (a Dask cluster holds them)
+                from advisor_core.analyses.cluster import report_summaries
+
+                result.summaries = report_summaries(self.run)
         finally:
             if cluster is not None:
                 for rank in self.run or []:

@@ -17,9 +17,12 @@ from advisor_core.simulate.engine import SimulationResult, simulate
 from advisor_core.simulate.errors import SimulationInputError
 from advisor_core.simulate.faults import (
     CastRoundTrip,
+    DegradedLink,
     ExpensiveMapOp,
     NDFormatOp,
     ParamTransData,
+    SlowDataRank,
+    SlowKernelRank,
     StrategyMismatch,
     parse_faults,
 )
@@ -41,6 +44,9 @@ __all__ = [
     "NDFormatOp",
     "ParamTransData",
     "StrategyMismatch",
+    "SlowKernelRank",
+    "SlowDataRank",
+    "DegradedLink",
     "parse_faults",
 ]
 

@@ -233,10 +233,13 @@ def run_model(prep: Prepared, steps: int, seed: int) -> Model:
         stages.append(build_stage(ctx, prep.structure, prep.plan, prep.faults))
     programs = [build_program(w, g) for g in stages]
     launch = int(hw.collective_launch_us * 1000)
-    probe = run_schedule(w, programs, 1, 0, seed, launch)
+    # the device's own busy time: a rank whose host feeds it late is not a busier device
+    from advisor_core.simulate.faults import SlowDataRank
+
+    probe = run_schedule(w, programs, 1, 0, seed, launch, tuple(f for f in prep.faults if not isinstance(f, SlowDataRank)))
     busy = max(int((probe.step_end[s] - probe.step_start[s]).max()) for s in range(w.pp))
     pipe = model_pipeline(w.dataset, hw, prep.faults, busy)
-    sched = run_schedule(w, programs, steps, pipe.gap_ns, seed, launch)
+    sched = run_schedule(w, programs, steps, pipe.gap_ns, seed, launch, tuple(prep.faults))
     return Model(prep, stages, programs, pipe, sched, steps, seed)
 
 

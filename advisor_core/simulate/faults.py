@@ -15,6 +15,16 @@ key controls:
   neighbours, forcing ``redistribution_op_*`` AllGather/Split/Concat chains;
 * :class:`ExpensiveMapOp` — a costly per-sample transform (Python by default) in the dataset map.
 
+Cluster faults hit one rank, as a sick device or host does in a large job (the cluster
+rules, ``CL``, trace them back to that rank):
+
+* :class:`SlowKernelRank` — one device's kernels of some type run slower (a throttled or
+  degraded AI core);
+* :class:`SlowDataRank` — one rank's host feeds its device late every step (a slower disk,
+  a busy host CPU);
+* :class:`DegradedLink` — one rank's outgoing link transfers at a fraction of its bandwidth (a
+  flapping HCCS port or RoCE NIC); its collective peers wait for it.
+
 Op names are dotted paths inside a decoder layer (``feed_forward.mul``), as in
 :mod:`advisor_core.config.model_structure`.
 """
@@ -33,6 +43,9 @@ __all__ = [
     "ParamTransData",
     "StrategyMismatch",
     "ExpensiveMapOp",
+    "SlowKernelRank",
+    "SlowDataRank",
+    "DegradedLink",
     "Fault",
     "parse_faults",
 ]
@@ -85,8 +98,35 @@ class ExpensiveMapOp(_FaultBase):
     python: bool = True
 
 
+class SlowKernelRank(_FaultBase):
+    """Kernels whose op type contains ``op_type`` (every kernel when empty) take ``factor``× as long on ``rank``."""
+
+    kind: Literal["slow_kernel_rank"] = "slow_kernel_rank"
+    rank: int = Field(3, ge=0)
+    op_type: str = "MatMul"
+    factor: float = Field(1.4, gt=1.0)
+
+
+class SlowDataRank(_FaultBase):
+    """``rank``'s device waits ``extra_wait_us`` more for its batch at the start of every step."""
+
+    kind: Literal["slow_data_rank"] = "slow_data_rank"
+    rank: int = Field(5, ge=0)
+    extra_wait_us: float = Field(20000.0, gt=0)
+
+
+class DegradedLink(_FaultBase):
+    """``rank``'s outgoing ``link`` (``HCCS``, ``RDMA``; empty: every link) moves data ``factor``× slower."""
+
+    kind: Literal["degraded_link"] = "degraded_link"
+    rank: int = Field(6, ge=0)
+    link: str = "HCCS"
+    factor: float = Field(4.0, gt=1.0)
+
+
 Fault = Annotated[
-    Union[CastRoundTrip, NDFormatOp, ParamTransData, StrategyMismatch, ExpensiveMapOp], Field(discriminator="kind")
+    Union[CastRoundTrip, NDFormatOp, ParamTransData, StrategyMismatch, ExpensiveMapOp, SlowKernelRank, SlowDataRank,
+          DegradedLink], Field(discriminator="kind")
 ]
 _ADAPTER = TypeAdapter(list[Fault])
 

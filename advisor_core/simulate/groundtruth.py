@@ -24,7 +24,16 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from advisor_core.config.model_structure import LayerStructure
 from advisor_core.config.recompute import effective_recompute, match_pattern, ops_of_match
 from advisor_core.config.training import split_pointer
-from advisor_core.simulate.faults import CastRoundTrip, ExpensiveMapOp, NDFormatOp, ParamTransData, StrategyMismatch
+from advisor_core.simulate.faults import (
+    CastRoundTrip,
+    DegradedLink,
+    ExpensiveMapOp,
+    NDFormatOp,
+    ParamTransData,
+    SlowDataRank,
+    SlowKernelRank,
+    StrategyMismatch,
+)
 from advisor_core.simulate.minddata import model_pipeline
 
 __all__ = ["ground_truth", "find_problems", "Problem", "apply_patch", "fix_select_recompute", "fusion_split_points"]
@@ -248,6 +257,25 @@ def find_problems(model) -> list[Problem]:  # type: ignore[no-untyped-def]
                 "Store the weights in FRACTAL_NZ (convert once at load time) so no TransData runs on parameters per step.",
                 _where(all_ranks, None, "parameters", _scope_of(model, lambda n: n.prim == "TransData" and ".ptd." in n.key),
                        all_layers), None, drop_faults=[f]))
+        elif isinstance(f, SlowKernelRank) and f.rank < w.world:
+            out.append(Problem(
+                f"CL001-slow-kernel-rank{f.rank}", "CL001",
+                f"Rank {f.rank}'s {f.op_type or 'all'} kernels run {f.factor:g}x slower than on its peers",
+                f"Check or replace rank {f.rank}'s device (AI core frequency, temperature); its peers wait for it.",
+                {**_where([f.rank], None, f"rank {f.rank}"), "cause": "compute", "op_type": f.op_type}, None,
+                drop_faults=[f]))
+        elif isinstance(f, SlowDataRank) and f.rank < w.world:
+            out.append(Problem(
+                f"CL001-slow-data-rank{f.rank}", "CL001",
+                f"Rank {f.rank}'s host delivers its batch {f.extra_wait_us / 1000:g} ms late every step",
+                f"Fix rank {f.rank}'s host or data (disk, dataset shard, host CPU); its peers wait for it.",
+                {**_where([f.rank], None, f"rank {f.rank}"), "cause": "data wait"}, None, drop_faults=[f]))
+        elif isinstance(f, DegradedLink) and f.rank < w.world:
+            out.append(Problem(
+                f"CL002-degraded-link-rank{f.rank}", "CL002",
+                f"Rank {f.rank}'s {f.link or 'every'} link moves data {f.factor:g}x slower than its peers'",
+                f"Check or replace rank {f.rank}'s {f.link or ''} link; the collectives of its groups wait for it.",
+                {**_where([f.rank], None, f"rank {f.rank}"), "link": f.link}, None, drop_faults=[f]))
         elif isinstance(f, StrategyMismatch) and w.mp > 1:
             out.append(Problem(
                 "CM001-redistribution", "CM001",

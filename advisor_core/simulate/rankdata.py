@@ -116,7 +116,7 @@ def rank_data(sched: RunSchedule, stage: int, local: int, static_bytes: int) -> 
         parts["step"].append(np.full(n, blk.step, dtype=np.int32))
         parts["micro"].append(np.full(n, blk.micro, dtype=np.int32))
         parts["seq"].append(blk.seq)
-        parts["transit"].append(blk.transit)
+        parts["transit"].append(blk.transit[local])
         parts["phase"].append(np.full(n, _PHASE[blk.phase], dtype=np.uint8))
     cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in parts.items()}
     order = np.argsort(cat["start"], kind="stable")

@@ -18,9 +18,12 @@ from advisor_core.simulate.configio import load_config_text, set_dotted
 from advisor_core.simulate.errors import SimulationInputError
 from advisor_core.simulate.faults import (
     CastRoundTrip,
+    DegradedLink,
     ExpensiveMapOp,
     NDFormatOp,
     ParamTransData,
+    SlowDataRank,
+    SlowKernelRank,
     StrategyMismatch,
 )
 
@@ -84,6 +87,7 @@ _CLEAN = (
     ("runner_config.gradient_accumulation_steps", 4),
     ("train_dataset.num_parallel_workers", 8),
 )
+_CLUSTER = _CLEAN + (("parallel_config.data_parallel", 4),)
 _SEED_RECOMPUTE = ["feed_forward\\.mul", "feed_forward\\.w1\\.activation"]
 _UNALIGNED = (
     ("model.model_config.hidden_size", 4100),
@@ -122,6 +126,12 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("recompute-ineffective",
                  "select_recompute ['feed_forward\\.mul', 'feed_forward\\.w1\\.activation']: blocked by the Reshape and a one-op cell",
                  _CLEAN + (("recompute_config.select_recompute", _SEED_RECOMPUTE),)),
+        Scenario("straggler-data", "8 ranks (dp4 x mp2), clean config; rank 5's host feeds its device 20 ms late every step",
+                 _CLUSTER, (SlowDataRank(rank=5, extra_wait_us=20000.0),)),
+        Scenario("straggler-kernel", "8 ranks (dp4 x mp2), clean config; rank 3's MatMul kernels run 1.4x slower (a throttled AI core)",
+                 _CLUSTER, (SlowKernelRank(rank=3, op_type="MatMul", factor=1.4),)),
+        Scenario("slow-link", "8 ranks (dp4 x mp2), clean config; rank 6's HCCS link moves data at a quarter of its bandwidth",
+                 _CLUSTER, (DegradedLink(rank=6, link="HCCS", factor=4.0),)),
         Scenario(
             "kitchen-sink", "Every problem at once on 8 ranks (dp2 x mp2 x pp2)",
             (("parallel_config.data_parallel", 2), ("parallel_config.model_parallel", 2),

@@ -11,7 +11,11 @@ Per rank there is one compute stream and one communication stream:
   the step's final backward exists (and the previous bucket is done), synchronised over the
   data-parallel group; the optimizer waits for all buckets — what is left of them after the
   backward is the exposed tail;
-* each step starts by waiting ``gap_ns`` for data (device queue empty: ``Free`` time).
+* each step starts by waiting ``gap_ns`` for data (device queue empty: ``Free`` time);
+* cluster faults act on one rank: a slow-kernel rank runs some kernels slower, a slow-data rank
+  waits longer for its batch, and a degraded link moves that rank's share of a transfer slower —
+  a collective ends when its slowest member's transfer does, so its peers wait inside HCCL
+  (their own transit is unchanged, their wait grows).
 
 Pipeline parallel runs 1F1B per stage (``min(pp - s - 1, m)`` warm-up forwards). Stages are
 advanced in dependency order, so the schedule is exact for the model, with no global clock
@@ -127,7 +131,7 @@ class Block:
     idx: np.ndarray
     start: np.ndarray
     dur: np.ndarray
-    transit: np.ndarray  # (n_ops,) transfer part of comm kernels (0 for compute)
+    transit: np.ndarray  # (n_ranks, n_ops) each rank's own transfer time in comm kernels (0 for compute)
     seq: np.ndarray  # (n_ops,) HCCL launch number (-1 for compute)
 
 
@@ -154,7 +158,7 @@ def _one_f_one_b(pp: int, s: int, m: int) -> list[tuple[str, int]]:
 
 class _Executor:
     def __init__(self, w: Workload, programs: list[StageProgram], steps: int, gap_ns: int, seed: int,
-                 launch_ns: int) -> None:
+                 launch_ns: int, faults: tuple = ()) -> None:
         self.w = w
         self.progs = programs
         self.steps = steps
@@ -171,6 +175,36 @@ class _Executor:
         self.step_end = {p.stage: np.zeros((len(p.ranks), steps), dtype=np.int64) for p in programs}
         self.tail = {p.stage: np.zeros((len(p.ranks), steps), dtype=np.int64) for p in programs}
         self.bucket_ready: dict[int, np.ndarray] = {}
+        self._cluster_faults(faults)
+
+    def _cluster_faults(self, faults: tuple) -> None:
+        """Per stage: a kernel-time factor per (rank, kernel), extra data wait per rank, link factor per (rank, kernel)."""
+        from advisor_core.simulate.faults import DegradedLink, SlowDataRank, SlowKernelRank
+
+        self.kernel_f: dict[int, np.ndarray] = {}
+        self.extra_gap: dict[int, np.ndarray] = {}
+        self.link_f: dict[int, np.ndarray] = {}
+        for p in self.progs:
+            n_r, n_k = len(p.ranks), len(p.kernels)
+            kf, lf = np.ones((n_r, n_k)), np.ones((n_r, n_k))
+            gap = np.zeros(n_r, dtype=np.int64)
+            for f in faults:
+                hit = np.flatnonzero(p.ranks == getattr(f, "rank", -1))
+                if not len(hit):
+                    continue
+                r = int(hit[0])
+                if isinstance(f, SlowKernelRank):
+                    for i, k in enumerate(p.kernels):
+                        if k.kernel.comm is None and f.op_type in k.kernel.op_type:  # type: ignore[union-attr]
+                            kf[r, i] *= f.factor
+                elif isinstance(f, SlowDataRank):
+                    gap[r] += int(round(f.extra_wait_us * 1000))
+                elif isinstance(f, DegradedLink):
+                    for i, k in enumerate(p.kernels):
+                        c = k.kernel.comm  # type: ignore[union-attr]
+                        if c is not None and (not f.link or c.link == f.link):
+                            lf[r, i] *= f.factor
+            self.kernel_f[p.stage], self.extra_gap[p.stage], self.link_f[p.stage] = kf, gap, lf
 
     def group_max(self, p: StageProgram, t: np.ndarray, kind: str) -> np.ndarray:
         grid = t.reshape(p.dp, p.mp)
@@ -182,14 +216,17 @@ class _Executor:
         n_r, n_o = len(p.ranks), len(seq.idx)
         start = np.empty((n_r, n_o), dtype=np.int64)
         dur = np.empty((n_r, n_o), dtype=np.int64)
-        transit = np.zeros(n_o, dtype=np.int64)
+        transit = np.zeros((n_r, n_o), dtype=np.int64)
         seqno = np.full(n_o, -1, dtype=np.int64)
         T = self.T[p.stage]
         jf = self.rank_f[p.stage]
+        kf = self.kernel_f[p.stage]
+        lf = self.link_f[p.stage]
         cf = jitter.comm_factors(self.seed, step, micro, seq.keys) if n_o else np.zeros(0)
         for a, b, kind in seq.segments:
             if kind == K_COMPUTE:
                 f = jitter.kernel_factors(self.seed, p.ranks, step, micro, seq.keys[a:b]) * jf[:, None]
+                f = f * kf[:, seq.idx[a:b]]
                 d = np.maximum(1, np.rint(seq.base[a:b][None, :] * f)).astype(np.int64)
                 ends = T[:, None] + np.cumsum(d, axis=1)
                 start[:, a:b] = ends - d
@@ -197,19 +234,20 @@ class _Executor:
                 T = ends[:, -1].copy()
                 continue
             tr = max(1, int(round(seq.base[a] * cf[a])))
-            transit[a] = tr
+            own = np.maximum(1, np.rint(tr * lf[:, seq.idx[a]])).astype(np.int64)  # each rank's share
+            transit[:, a] = own
             seqno[a] = self.seq_counter[p.stage]
             self.seq_counter[p.stage] += 1
             if kind == K_MP:
-                end = self.group_max(p, T, "mp") + tr
+                end = self.group_max(p, T, "mp") + self.group_max(p, own, "mp")
             elif kind == K_SEND:
-                self.sends[(phase, step, micro, p.stage)] = (T.copy(), np.full(n_r, tr, dtype=np.int64))
-                end = T + tr
+                self.sends[(phase, step, micro, p.stage)] = (T.copy(), own.copy())
+                end = T + own
             else:  # receive: the peer stage's send of the same micro batch
                 peer = p.stage - 1 if phase == "F" else p.stage + 1
                 s_start, s_tr = self.sends[(phase, step, micro, peer)]
                 end = np.maximum(T + self.launch, s_start + s_tr)
-                transit[a] = int(s_tr[0])
+                transit[:, a] = s_tr
             start[:, a] = T
             dur[:, a] = end - T
             T = end
@@ -229,7 +267,7 @@ class _Executor:
         s = p.stage
         if phase == "D":
             self.step_start[s][:, step] = self.T[s]
-            self.T[s] = self.T[s] + self.gap
+            self.T[s] = self.T[s] + self.gap + self.extra_gap[s]
             return
         if phase in ("F", "B"):
             blk = self.run_seq(p, p.fwd if phase == "F" else p.bwd, step, micro, phase)
@@ -245,16 +283,18 @@ class _Executor:
             ready = self.bucket_ready[s]
             start = np.empty((n_r, n_b), dtype=np.int64)
             dur = np.empty((n_r, n_b), dtype=np.int64)
-            transit = np.zeros(n_b, dtype=np.int64)
+            transit = np.zeros((n_r, n_b), dtype=np.int64)
             seqno = np.zeros(n_b, dtype=np.int64)
             cf = jitter.comm_factors(self.seed, step, 0, p.bucket_keys)
             free = self.comm_free[s]
+            lf = self.link_f[s]
             for j in range(n_b):
                 st = np.maximum(ready[:, j], free)
                 tr = max(1, int(round(p.bucket_base[j] * cf[j])))
-                end = self.group_max(p, st, "dp") + tr
+                own = np.maximum(1, np.rint(tr * lf[:, p.bucket_idx[j]])).astype(np.int64)
+                end = self.group_max(p, st, "dp") + self.group_max(p, own, "dp")
                 start[:, j], dur[:, j] = st, end - st
-                transit[j] = tr
+                transit[:, j] = own
                 seqno[j] = self.seq_counter[s]
                 self.seq_counter[s] += 1
                 free = end
@@ -292,8 +332,8 @@ class _Executor:
 
 
 def run_schedule(w: Workload, programs: list[StageProgram], steps: int, gap_ns: int, seed: int,
-                 launch_ns: int) -> RunSchedule:
-    """Replay ``steps`` steps of every stage (see module docstring)."""
-    ex = _Executor(w, programs, steps, gap_ns, seed, launch_ns)
+                 launch_ns: int, faults: tuple = ()) -> RunSchedule:
+    """Replay ``steps`` steps of every stage (see module docstring); ``faults``: the cluster faults among them."""
+    ex = _Executor(w, programs, steps, gap_ns, seed, launch_ns, tuple(faults))
     ex.run()
     return RunSchedule(programs, ex.blocks, ex.step_start, ex.step_end, ex.tail, int(gap_ns), steps)

@@ -13,6 +13,9 @@ from advisor_core.engine import hookimpl
 @hookimpl
 def advisor_register_rules():  # type: ignore[no-untyped-def]
     from advisor_rules.al001_alignment import Alignment16
+    from advisor_rules.cl001_slow_rank import SlowRank
+    from advisor_rules.cl002_slow_link import SlowLink
+    from advisor_rules.cl003_step_spread import StepSpread
     from advisor_rules.cm001_comm import UnexpectedCommunication
     from advisor_rules.ct001_cast import CastExcess
     from advisor_rules.ct002_transdata import TransDataExcess
@@ -36,4 +39,7 @@ def advisor_register_rules():  # type: ignore[no-untyped-def]
         DeviceCount,
         MicroBatchNum,
         FusionConfigOrder,
+        SlowRank,
+        SlowLink,
+        StepSpread,
     ]

@@ -8,7 +8,18 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from advisor_core.simulate import SCENARIOS, CastRoundTrip, ExpensiveMapOp, NDFormatOp, ParamTransData, StrategyMismatch, simulate
+from advisor_core.simulate import (
+    SCENARIOS,
+    CastRoundTrip,
+    DegradedLink,
+    ExpensiveMapOp,
+    NDFormatOp,
+    ParamTransData,
+    SlowDataRank,
+    SlowKernelRank,
+    StrategyMismatch,
+    simulate,
+)
 from advisor_core.simulate.groundtruth import apply_patch
 
 FAULT_OF = {
@@ -17,6 +28,9 @@ FAULT_OF = {
     "CT002-nd-format-op": NDFormatOp,
     "CT002-param-transdata": ParamTransData,
     "CM001-redistribution": StrategyMismatch,
+    "CL001-slow-kernel-rank3": SlowKernelRank,
+    "CL001-slow-data-rank5": SlowDataRank,
+    "CL002-degraded-link-rank6": DegradedLink,
 }
 EXPECTED_CODES = {
     "clean": set(),
@@ -27,6 +41,9 @@ EXPECTED_CODES = {
     "allreduce-rearrangement": {"CM001"},
     "recompute-ineffective": {"RC001"},
     "kitchen-sink": {"MD001", "CT001", "CT002", "AL001", "CM001", "RC001"},
+    "straggler-data": {"CL001"},
+    "straggler-kernel": {"CL001"},
+    "slow-link": {"CL002"},
 }
 
 

@@ -11,11 +11,13 @@ is the one import a rule needs:
 * :mod:`.parameters` — a rank's trainable parameters, from the IR or a Llama config;
 * :mod:`.config` — plain config values and the model family the rules model;
 * :mod:`.data` — the device's wait for data per step, and the share of a device-side saving it lets show;
-* :mod:`.conversions` — Cast and TransData time from kernels alone (the triage without an IR dump).
+* :mod:`.conversions` — Cast and TransData time from kernels alone (the triage without an IR dump);
+* :mod:`.cluster` — robust outliers among peers and per-rank step figures (the CL rules).
 """
 
 from __future__ import annotations
 
+from advisor_rules._common.cluster import Outlier, high_outliers, low_outliers, rank_label, steady_breakdown
 from advisor_rules._common.config import LLAMA_TYPES, is_llama, plain
 from advisor_rules._common.conversions import (
     ConversionTime,
@@ -70,6 +72,11 @@ from advisor_rules._common.units import (
 )
 
 __all__ = [
+    "Outlier",
+    "high_outliers",
+    "low_outliers",
+    "rank_label",
+    "steady_breakdown",
     "ConversionTime",
     "conversion_evidence",
     "conversion_time",

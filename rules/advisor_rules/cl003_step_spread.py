@@ -1,0 +1,96 @@
+"""CL003: the cluster picture — each rank's step broken down side by side, and how far apart they are."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from pydantic import Field
+
+from advisor_core.engine import Evidence, Finding, Location, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
+
+
+class StepSpread(Rule):
+    """The per-rank step breakdown of the cluster, and the spread between its fastest and slowest ranks.
+
+    What
+        One row per rank — compute, communication not overlapped by compute, idle (free) time
+        and the wait for data at the step start, µs per step over the steady steps — from each
+        rank's step breakdown, or from msprof-analyze's ``cluster_step_trace_time.csv`` when the
+        run folder holds only the cluster output. Reported (``low``) when the step times of the
+        ranks spread by more than ``min_spread_pct`` of the median: the ranks' median, minimum
+        and maximum, the slowest ranks, and which part of the step differs most.
+
+    Why
+        In synchronous training every rank's step ends together, so the spread shows up in
+        *where* the time goes: the rank the others wait for has the least communication wait
+        and the most of something else. This is the table to read before the slow-rank (CL001)
+        and slow-link (CL002) verdicts, and what ``--format html`` draws as the per-rank stacked
+        breakdown.
+
+    Example
+        msprof-analyze's sample cluster (8 ranks): compute 80.1–81.7 ms on every rank, but
+        communication not overlapped from 133 ms (rank 1) to 756 ms (rank 5) and free time from
+        893 ms to 1,489 ms (rank 1): rank 1 is the one the others wait for.
+
+    Fix
+        Nothing by itself: it is the overview. Follow CL001/CL002 (or the per-rank rules) for the
+        rank the others wait for.
+
+    Time at stake
+        None estimated (informational): the saving belongs to the finding that names the cause.
+    """
+
+    code = "CL003"
+    name = "step-spread"
+    summary = "per-rank step breakdown and the spread between ranks"
+    severity = Severity.LOW
+    requires = Requirements(any_of=(Need.table("step_trace"), Need.table("kernels", ("name", "duration_us")),
+                                    Need.table("cluster_step_trace")))
+    tags = ("cluster",)
+    fix_availability = "never"
+
+    class Options(RuleOptions):
+        min_spread_pct: float = Field(3.0, ge=0, description="report when any part of the step spreads by this share of "
+                                      "the median step, %")
+        min_ranks: int = Field(2, ge=2, description="ranks needed for a cluster picture")
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        from advisor_core.analyses.cluster import cluster_breakdown, cluster_picture
+
+        run = ctx.run
+        df = cluster_breakdown(run) if run is not None else None
+        if df is None or len(df) < self.options.min_ranks:
+            ctx.skip(f"needs a step breakdown of at least {self.options.min_ranks} ranks")
+            return
+        pic = cluster_picture(df)
+        med = pic["median_total_us"]
+        parts = {"compute_us": "compute", "comm_not_overlapped_us": "communication not overlapped", "free_us": "free",
+                 "data_wait_us": "data wait"}
+        spreads = {c: float(df[c].max() - df[c].min()) for c in parts if df[c].notna().any()}
+        col, widest = max(spreads.items(), key=lambda kv: kv[1])
+        if not med or 100.0 * widest / med < self.options.min_spread_pct:
+            ctx.skip(f"{len(df)} ranks within {self.options.min_spread_pct:g} % of the median step "
+                     f"({med / 1000:.2f} ms) in every part of it")
+            return
+        lo, hi = df.loc[df[col].idxmin()], df.loc[df[col].idxmax()]
+        lines = [f"rank {int(r['rank'])}: " + ", ".join(f"{parts[c]} {r[c] / 1000:.2f} ms" for c in parts if r[c] == r[c])
+                 for r in (dict(zip(df.columns, row)) for row in zip(*(df[c].tolist() for c in df.columns)))]
+        source = str(df["source"].iloc[0])
+        message = (f"{len(df)} ranks, median step {med / 1000:.2f} ms (from {pic['min_total_us'] / 1000:.2f} to "
+                   f"{pic['max_total_us'] / 1000:.2f} ms; slowest ranks {', '.join(map(str, pic['slowest']))}). The "
+                   f"widest difference is {parts[col]}: {lo[col] / 1000:.2f} ms on rank {int(lo['rank'])} to "
+                   f"{hi[col] / 1000:.2f} ms on rank {int(hi['rank'])}. Per rank (µs per step, {source}): "
+                   + "; ".join(lines) + ".")
+        where = (run.profiles.cluster_files.get("cluster_step_trace_time") if source.startswith("cluster")
+                 else None)
+        yield Finding(
+            code=self.code, rule=self.name, severity=self.severity,
+            title=f"{parts[col]} differs by {widest / 1000:.2f} ms per step across {len(df)} ranks",
+            message=message, saving_us=None, step_time_us=round(med, 3), confidence=0.9,
+            evidence=[Evidence(name="median_step", value=round(med, 3), unit="µs"),
+                      Evidence(name=f"{col.removesuffix('_us')}_spread", value=round(widest, 3), unit="µs",
+                               threshold=round(med * self.options.min_spread_pct / 100.0, 3))],
+            locations=[Location(kind="profile", path=str(where) if where else None, table="step_trace",
+                                note=f"ranks {int(lo['rank'])} and {int(hi['rank'])}")],
+            tags=["cluster"],
+        )
