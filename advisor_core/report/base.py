@@ -2,7 +2,7 @@
 
 An :class:`OutputFormat` turns an :class:`~advisor_core.engine.runner.AnalysisResult`
 into one string (written to stdout or ``--output``). Built-in formats (text,
-json, sarif, markdown, github) are registered through the
+json, sarif, markdown, github, html) are registered through the
 ``advisor_register_formats`` hook exactly like a plugin's.
 """
 

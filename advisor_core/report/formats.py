@@ -1,4 +1,4 @@
-"""The built-in output formats: text (rich), json, sarif, markdown, github."""
+"""The built-in output formats: text (rich), json, sarif, markdown, github; html lives in :mod:`.html`."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from advisor_core.report.base import (
     primary_location_text,
     result_json,
 )
+from advisor_core.report.html import HtmlFormat
 
 if TYPE_CHECKING:  # pragma: no cover
     from advisor_core.engine.runner import AnalysisResult
@@ -387,5 +388,5 @@ class GithubFormat:
         return "\n".join(lines) + ("\n" if lines else "")
 
 
-BUILTIN_FORMATS = (TextFormat(), JsonFormat(), SarifFormat(), MarkdownFormat(), GithubFormat())
+BUILTIN_FORMATS = (TextFormat(), JsonFormat(), SarifFormat(), MarkdownFormat(), GithubFormat(), HtmlFormat())
 __all__ = ["BUILTIN_FORMATS", "finding_json"]
