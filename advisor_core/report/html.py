@@ -125,7 +125,8 @@ def _minddata_queue(df: "pd.DataFrame") -> Chart:
         thinned = max(thinned, step)
         usage = q["size"] / q["capacity"].where(q["capacity"] > 0)
         data.append({"type": "scatter", "mode": "lines", "name": escape(str(queue)), "x": _nums(q["time_ms"], 1),
-                     "y": _nums(usage, 3), "hovertemplate": "%{x:.1f} ms: %{y:.0%} full<extra>%{fullData.name}</extra>"})
+                     "y": _nums(usage, 3),
+                     "hovertemplate": "%{x:.1f} ms: %{y:.0%} full<extra>%{fullData.name}</extra>"})
     layout = {"xaxis": {"title": {"text": "time (ms)"}}, "yaxis": {"title": {"text": "size / capacity"},
                                                                    "tickformat": ".0%", "range": [0, 1.05]}}
     return data, layout, f"every {thinned}th sample shown" if thinned > 1 else ""
@@ -143,7 +144,8 @@ def _link_bandwidth(df: "pd.DataFrame") -> Chart:
                              "hoverongaps": False, "colorbar": {"title": {"text": "GB/s"}},
                              "hovertemplate": "rank %{y} → rank %{x}: %{z:.1f} GB/s %{text}<extra></extra>"}
     if len(transports) > 1:  # one transport: named in the note, not repeated in every cell
-        trace["text"] = [[escape(t) for t in row] for row in grid["transport"].reindex(columns=dst).fillna("").to_numpy()]
+        cells = grid["transport"].reindex(columns=dst).fillna("").to_numpy()
+        trace["text"] = [[escape(t) for t in row] for row in cells]
     else:
         trace["hovertemplate"] = trace["hovertemplate"].replace(" %{text}", "")
     layout = {"xaxis": {"title": {"text": "destination rank"}, "type": "category"},
@@ -265,7 +267,8 @@ class HtmlFormat:
         rows = "".join(
             f'<tr><td class="n">{i}</td><td><code>{escape(f.code)}</code></td>'
             f'<td class="sev {f.severity.value}">{f.severity.value}</td><td class="n">{_ms(f.saving_us)}</td>'
-            f'<td><a href="#f{i}">{escape(f.title)}</a></td><td>{escape(primary_location_text(f, ctx, short=True))}</td></tr>'
+            f'<td><a href="#f{i}">{escape(f.title)}</a></td>'
+            f'<td>{escape(primary_location_text(f, ctx, short=True))}</td></tr>'
             for i, f in enumerate(result.findings, 1))
         table = ("<table><tr><th>#</th><th>code</th><th>severity</th><th>saving/step</th><th>finding</th>"
                  f"<th>where</th></tr>{rows}</table>") if rows else "<p>No findings.</p>"
