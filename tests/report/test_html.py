@@ -1,4 +1,4 @@
-"""``--format html``: one self-contained file — findings, diffs and plotly charts — that a real browser draws offline."""
+"""``--format html``: one self-contained file of findings, diffs and plotly charts, drawn offline by a browser."""
 
 from __future__ import annotations
 
@@ -153,11 +153,13 @@ def test_each_chart_has_its_div_and_data(page: str) -> None:
     assert kernels["orientation"] == "h" and kernels["x"] == [50.0, 12.346, 2.0]
     assert kernels["text"] == ["50.0%", "12.3%", "2.0%"]
     # plotly reads its labels as HTML: names are escaped for it
-    assert [c[:2] for c in kernels["customdata"]] == [["Default/network/&lt;Cast&amp;Mul&gt;-op7", "Cast"],
-                                                      ["Default/network/layers.0/TransData-op3", "TransData"],
-                                                      ["Default/network/layers.0/attention/wq-Linear/MatMul-op0", "MatMulV3"]]
-    assert charts["top_kernels"]["layout"]["yaxis"]["ticktext"] == ["…/network/&lt;Cast&amp;Mul&gt;-op7",
-                                                                    "…/layers.0/TransData-op3", "…/wq-Linear/MatMul-op0"]
+    assert [c[:2] for c in kernels["customdata"]] == [
+        ["Default/network/&lt;Cast&amp;Mul&gt;-op7", "Cast"],
+        ["Default/network/layers.0/TransData-op3", "TransData"],
+        ["Default/network/layers.0/attention/wq-Linear/MatMul-op0", "MatMulV3"],
+    ]
+    assert charts["top_kernels"]["layout"]["yaxis"]["ticktext"] == [
+        "…/network/&lt;Cast&amp;Mul&gt;-op7", "…/layers.0/TransData-op3", "…/wq-Linear/MatMul-op0"]
 
     queues = charts["minddata_queue"]["data"]
     assert [(t["name"], t["x"], t["y"]) for t in queues] == [
@@ -211,7 +213,8 @@ def test_a_64_rank_report_stays_under_5_mb(result: AnalysisResult) -> None:
                                               for i in range(500)], "type": ["MatMulV3"] * 500,
                                      "total_us": [1000.0 + i for i in range(500)], "share": [0.001] * 500}),
         "minddata_queue": pd.DataFrame({"time_ms": [i * 10.123456 for i in range(20_000)] * 3,
-                                        "queue": ["device"] * 20_000 + ["Map(id=3)"] * 20_000 + ["Batch(id=2)"] * 20_000,
+                                        "queue": [q for q in ("device", "Map(id=3)", "Batch(id=2)")
+                                                  for _ in range(20_000)],
                                         "size": [float(i % 17) for i in range(60_000)], "capacity": [16.0] * 60_000}),
         "link_bandwidth": pd.DataFrame([{"src_rank": s, "dst_rank": d, "bandwidth_gbps": 177.123456 if s // 8 == d // 8
                                          else 23.456789, "transport": "HCCS" if s // 8 == d // 8 else "RDMA"}
@@ -226,7 +229,8 @@ def test_a_64_rank_report_stays_under_5_mb(result: AnalysisResult) -> None:
 
 
 def test_plotly_is_imported_only_to_render() -> None:
-    code = ("import sys, advisor_core.cli, advisor_core.report.formats; from advisor_core.engine.plugins import load_plugins; "
+    code = ("import sys, advisor_core.cli, advisor_core.report.formats\n"
+            "from advisor_core.engine.plugins import load_plugins\n"
             "load_plugins(autoload=False).formats(); print('plotly' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout == "False\n"
@@ -310,4 +314,8 @@ def test_browser_screenshot(browser: str, written: Path, tmp_path_factory) -> No
     assert int.from_bytes(data[16:20], "big") == 1280  # width from the IHDR chunk
     assert len(data) > 100_000  # a drawn page, not a blank one
     if os.environ.get("ADVISOR_UPDATE_SCREENSHOT") == "1":
-        shutil.copyfile(shot, ROOT / "docs" / "report-screenshot.png")
+        # the README's picture: the same page drawn the same way, with charts of the run's own tables (8 ranks)
+        # rather than this test's hand-made 4-rank frames, so it has one maker
+        docs = ROOT / "docs"
+        subprocess.run([sys.executable, str(docs / "make_screenshot.py"), str(docs / "report-screenshot.png")],
+                       check=True, timeout=120)
