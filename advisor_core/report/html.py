@@ -177,13 +177,14 @@ def _diff(text: str) -> str:
 
 
 def _finding(f: Finding, i: int, ctx: RenderContext) -> str:
+    """One finding in full, from its JSON view (``finding_json``, as ``--format json`` has it)."""
     d = finding_json(f, i)
     pct = "" if d["saving_pct"] is None else f" ({d['saving_pct']:.1f}%)"
-    count = f' <span class="count">{f.count} places</span>' if f.count > 1 else ""
-    out = [f'<section class="finding" id="f{i}"><h3>{i}. <code>{escape(f.code)}</code> '
-           f'<span class="sev {f.severity.value}">{f.severity.value}</span> {escape(f.title)}{count}</h3>',
-           f'<p class="muted">{escape(f.rule)}; saving {_ms(f.saving_us)}{pct} per step, '
-           f'confidence {f.confidence:.2f}</p>', f"<p>{escape(f.message)}</p>"]
+    count = f' <span class="count">{d["count"]} places</span>' if d["count"] > 1 else ""
+    out = [f'<section class="finding" id="f{i}"><h3>{i}. <code>{escape(d["code"])}</code> '
+           f'<span class="sev {d["severity"]}">{d["severity"]}</span> {escape(d["title"])}{count}</h3>',
+           f'<p class="muted">{escape(d["rule"])}; saving {_ms(d["saving_us"])}{pct} per step, '
+           f'confidence {d["confidence"]:.2f}</p>', f'<p>{escape(d["message"])}</p>']
     if f.evidence:
         ev = "; ".join(f"{e.name}={fmt_value(e.value)}{(' ' + e.unit) if e.unit else ''}" for e in f.evidence)
         out.append(f'<p class="muted">evidence: {escape(ev)}</p>')
