@@ -1,19 +1,14 @@
 """``--format html``: the report as one self-contained HTML file, with charts.
 
 The page has a header (command, inputs, step time, findings by severity), the ranked
-findings as a table, one plotly chart per frame in ``AnalysisResult.summaries``, then each
-finding in full with its diffs (a folded finding says how many places it stands for and
-lists them):
+findings as a table, the charts, then each finding in full with its diffs (a folded finding
+says how many places it stands for and lists them). The charts are plotly's, one per frame
+in ``AnalysisResult.summaries``:
 
-==================  ===========================================================  =======================
-name                columns                                                      chart
-==================  ===========================================================  =======================
-``step_breakdown``  rank, compute_us, comm_not_overlapped_us, free_us,            stacked bars per rank
-                    data_wait_us
-``top_kernels``     name, type, total_us, share (0..1)                           top 20 by total_us
-``minddata_queue``  time_ms, queue, size, capacity                               usage over time
-``link_bandwidth``  src_rank, dst_rank, bandwidth_gbps, transport                 src × dst heatmap
-==================  ===========================================================  =======================
+- ``step_breakdown`` (rank, compute_us, comm_not_overlapped_us, free_us, data_wait_us): stacked bars per rank;
+- ``top_kernels`` (name, type, total_us, share 0..1): the top 20 by total_us;
+- ``minddata_queue`` (time_ms, queue, size, capacity): each queue's usage over time;
+- ``link_bandwidth`` (src_rank, dst_rank, bandwidth_gbps, transport): a src × dst heatmap.
 
 A frame that is absent, empty or lacks a column gets a one-line note instead of a chart.
 plotly's JavaScript is inlined once, so the file loads nothing and works offline; plotly is
