@@ -30,7 +30,7 @@ from advisor_core.cli.engine_cmds import (
 @click.option("--devices", type=click.IntRange(min=1), help="Device count the config will run on (checks dp × mp × pp).")
 @click.option("--select", "select", multiple=True, help="Rules to run (codes, prefixes, names, tags, ALL).")
 @click.option("--ignore", "ignore", multiple=True, help="Rules not to run.")
-@click.option("--format", "fmt", default=None, help="text, json, sarif, markdown, github (or a plugin's format).")
+@click.option("--format", "fmt", default=None, help="text, json, sarif, markdown, github, html (or a plugin's format).")
 @click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), help="Write the report here instead of stdout.")
 @click.option("--fail-on", type=click.Choice(FAIL_ON), default=None, help="Lowest severity that makes the exit code 1 [default: medium].")
 @click.option("--fix", "fix", is_flag=True, help="Apply the safe patches of the findings to each config (atomically).")

@@ -121,7 +121,7 @@ def render(result: Any, host: Any, fmt: str, output: Path | None, ctx: Any) -> N
 @click.option("--select", "select", multiple=True, help="Rules to run: codes, prefixes, names, tags or ALL (comma-separated).")
 @click.option("--extend-select", "extend_select", multiple=True, help="Added to the selection.")
 @click.option("--ignore", "ignore", multiple=True, help="Rules not to run.")
-@click.option("--format", "fmt", default=None, help="text, json, sarif, markdown, github (or a plugin's format).")
+@click.option("--format", "fmt", default=None, help="text, json, sarif, markdown, github, html (or a plugin's format).")
 @click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), help="Write the report here instead of stdout.")
 @click.option("--fail-on", type=click.Choice(FAIL_ON), default=None, help="Lowest severity that makes the exit code 1 [default: low].")
 @click.option("--no-fixes", is_flag=True, help="Text format: do not print patch diffs.")

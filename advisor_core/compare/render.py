@@ -10,6 +10,7 @@ import textwrap
 from typing import Callable
 
 from advisor_core.compare.model import Comparison, KernelDelta
+from advisor_core.report.html import PAGE_CSS
 
 FORMATS = ("text", "json", "markdown", "html")
 
@@ -153,12 +154,6 @@ def markdown(c: Comparison) -> str:
     return "\n".join(L) + "\n"
 
 
-_CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#1b1f24;background:#fff}
-table{border-collapse:collapse;margin:.6em 0 1.4em;width:100%}th,td{border-bottom:1px solid #d0d7de;padding:.3em .6em;text-align:left;vertical-align:top}
-td.n{text-align:right;font-variant-numeric:tabular-nums}.gone{color:#1a7f37}.still{color:#9a6700}.changed{color:#0969da}
-@media (prefers-color-scheme:dark){body{background:#0d1117;color:#e6edf3}th,td{border-color:#30363d}.gone{color:#3fb950}.still{color:#d29922}.changed{color:#58a6ff}}"""
-
-
 def page(c: Comparison) -> str:
     e = html.escape
     b, a = c.step_before, c.step_after
@@ -174,7 +169,7 @@ def page(c: Comparison) -> str:
     conf = "".join(f"<tr><td><code>{e(x.key)}</code></td><td>{e(x.before or '(absent)')}</td><td>{e(x.after or '(absent)')}</td></tr>"
                    for x in c.config_changes)
     notes = "".join(f"<li>{e(n)}</li>" for n in c.not_comparable)
-    return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>advisor compare</title><style>{_CSS}</style>"
+    return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>advisor compare</title><style>{PAGE_CSS}</style>"
             f"</head><body><h1>advisor compare</h1><p><code>{e(c.before)}</code> → <code>{e(c.after)}</code></p>"
             f"<h2>Step time (steady steps)</h2><table><tr><th></th><th>before</th><th>after</th></tr>{rows}</table>"
             f"<p>Warm-up — before: {e(b.warmup)}; after: {e(a.warmup)}.</p>"

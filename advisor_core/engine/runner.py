@@ -13,7 +13,7 @@ import re
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from pydantic import ValidationError
 
@@ -22,6 +22,9 @@ from advisor_core.engine.context import AnalysisInputs, RuleContext
 from advisor_core.engine.findings import Finding, Patch, group_findings, sort_findings
 from advisor_core.engine.plugins import PluginHost, RegisteredRule
 from advisor_core.engine.rule import Rule, RuleOptions
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 
 @dataclass
@@ -66,6 +69,9 @@ class AnalysisResult:
     step_time_us: float | None = None
     # seconds of the per-rank units: "load" (op views), "derive" (step breakdowns), summed over ranks
     unit_seconds: dict[str, float] = field(default_factory=dict)
+    # small frames for charts (step_breakdown, top_kernels, minddata_queue, link_bandwidth; columns in
+    # advisor_core/report/html.py); a format draws what is present and says what is not
+    summaries: dict[str, "pd.DataFrame"] = field(default_factory=dict)
 
     @property
     def has_input_errors(self) -> bool:

@@ -2,7 +2,7 @@
 
 An :class:`OutputFormat` turns an :class:`~advisor_core.engine.runner.AnalysisResult`
 into one string (written to stdout or ``--output``). Built-in formats (text,
-json, sarif, markdown, github) are registered through the
+json, sarif, markdown, github, html) are registered through the
 ``advisor_register_formats`` hook exactly like a plugin's.
 """
 
@@ -144,3 +144,32 @@ def primary_location_text(f: Finding, ctx: RenderContext, *, short: bool = False
         if loc.kind == "source":
             return f"{_base(loc.path) if short else loc.path}:{loc.line}"
     return ""
+
+
+def fmt_value(v: Any) -> str:
+    """An evidence value for people: whole and large floats with thousands separators, others to 4 digits."""
+    if isinstance(v, float):
+        if v.is_integer() or abs(v) >= 1000:
+            return f"{v:,.0f}"
+        return f"{v:.4g}"
+    return str(v)
+
+
+def short_scope(op: str, keep: int = 3) -> str:
+    """The last ``keep`` components of a kernel's full scope name (the rest is in the JSON report)."""
+    parts = op.split("/")
+    return op if len(parts) <= keep else "…/" + "/".join(parts[-keep:])
+
+
+def location_text(loc: Any, ctx: RenderContext) -> str:
+    """One location in full (config ``file:line:col pointer``, IR ``file:line node``, profile rank/table/op)."""
+    if loc.kind == "config":
+        return f"{ctx.relpath(loc.path)}:{loc.line}:{loc.column} {loc.key_path or ''}".rstrip()
+    if loc.kind == "ir":
+        return f"{ctx.relpath(loc.path)}:{loc.line} {loc.node or ''}".rstrip()
+    if loc.kind == "source":
+        return f"{loc.path}:{loc.line}" + (f" ({loc.note})" if loc.note else "")
+    table = loc.path.replace("\\", "/").rsplit("/", 1)[-1] if loc.path else loc.table
+    bits = [f"rank {loc.rank}" if loc.rank is not None else None, table,
+            short_scope(loc.op) if loc.op else None, f"row {loc.row}" if loc.row is not None else None]
+    return " ".join(b for b in bits if b).strip()

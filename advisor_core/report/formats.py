@@ -1,4 +1,4 @@
-"""The built-in output formats: text (rich), json, sarif, markdown, github."""
+"""The built-in output formats: text (rich), json, sarif, markdown, github; html lives in :mod:`.html`."""
 
 from __future__ import annotations
 
@@ -19,9 +19,12 @@ from advisor_core.report.base import (
     finding_json,
     fmt_bytes,
     fmt_us,
+    fmt_value,
+    location_text,
     primary_location_text,
     result_json,
 )
+from advisor_core.report.html import HtmlFormat
 
 if TYPE_CHECKING:  # pragma: no cover
     from advisor_core.engine.runner import AnalysisResult
@@ -76,13 +79,13 @@ class TextFormat:
                     console.print(f"peak memory per rank if fixed: {fmt_bytes(f.memory_delta_bytes)}")
                 if f.evidence:
                     ev = "; ".join(
-                        f"{e.name}={_fmt_value(e.value)}{(' ' + e.unit) if e.unit else ''}"
+                        f"{e.name}={fmt_value(e.value)}{(' ' + e.unit) if e.unit else ''}"
                         + (f" (threshold {e.threshold})" if e.threshold is not None else "")
                         for e in f.evidence[:8]
                     )
                     console.print(f"evidence: {ev}", markup=False, highlight=False, style="dim")
                 for loc in f.locations[:4]:
-                    console.print(f"  at {_loc_text(loc, ctx)}", markup=False, highlight=False, style="dim")
+                    console.print(f"  at {location_text(loc, ctx)}", markup=False, highlight=False, style="dim")
                 if len(f.locations) > 4:
                     console.print(f"  … and {len(f.locations) - 4} more location(s) (--format json lists them)",
                                   style="dim")
@@ -136,33 +139,6 @@ def _print_stacked(title: str, rows: list[tuple[Any, ...]], console: Console) ->
         console.print(Text(wrapped, style="bold"), soft_wrap=True)
         if where:
             console.print(Text(f"    {where}"), style="dim", soft_wrap=True)
-
-
-def _fmt_value(v: Any) -> str:
-    if isinstance(v, float):
-        if v.is_integer() or abs(v) >= 1000:
-            return f"{v:,.0f}"
-        return f"{v:.4g}"
-    return str(v)
-
-
-def _short_scope(op: str, keep: int = 3) -> str:
-    """The last ``keep`` components of a kernel's full scope name (the rest is in the JSON report)."""
-    parts = op.split("/")
-    return op if len(parts) <= keep else "…/" + "/".join(parts[-keep:])
-
-
-def _loc_text(loc: Any, ctx: RenderContext) -> str:
-    if loc.kind == "config":
-        return f"{ctx.relpath(loc.path)}:{loc.line}:{loc.column} {loc.key_path or ''}".rstrip()
-    if loc.kind == "ir":
-        return f"{ctx.relpath(loc.path)}:{loc.line} {loc.node or ''}".rstrip()
-    if loc.kind == "source":
-        return f"{loc.path}:{loc.line}" + (f" ({loc.note})" if loc.note else "")
-    table = loc.path.replace("\\", "/").rsplit("/", 1)[-1] if loc.path else loc.table
-    bits = [f"rank {loc.rank}" if loc.rank is not None else None, table,
-            _short_scope(loc.op) if loc.op else None, f"row {loc.row}" if loc.row is not None else None]
-    return " ".join(b for b in bits if b).strip()
 
 
 class JsonFormat:
@@ -337,7 +313,7 @@ class MarkdownFormat:
                 out.append("")
                 if f.evidence:
                     out.append("Evidence: " + "; ".join(
-                        f"{e.name} = {_fmt_value(e.value)}{(' ' + e.unit) if e.unit else ''}" for e in f.evidence))
+                        f"{e.name} = {fmt_value(e.value)}{(' ' + e.unit) if e.unit else ''}" for e in f.evidence))
                     out.append("")
                 for p in f.patches:
                     out.append(f"**Fix ({p.safety.value})**: {_md(p.title)}")
@@ -412,5 +388,5 @@ class GithubFormat:
         return "\n".join(lines) + ("\n" if lines else "")
 
 
-BUILTIN_FORMATS = (TextFormat(), JsonFormat(), SarifFormat(), MarkdownFormat(), GithubFormat())
+BUILTIN_FORMATS = (TextFormat(), JsonFormat(), SarifFormat(), MarkdownFormat(), GithubFormat(), HtmlFormat())
 __all__ = ["BUILTIN_FORMATS", "finding_json"]
