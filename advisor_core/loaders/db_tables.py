@@ -146,7 +146,9 @@ def read_kernels_arrow(path: Path, columns: Sequence[str] | None, sink: Diagnost
         select.append("t.streamId")
     sql = (f"SELECT {', '.join(select)} FROM COMPUTE_TASK_INFO AS c JOIN TASK AS t ON t.globalTaskId = c.globalTaskId")
     try:
-        lo, hi = dbfile.query(path, "SELECT MIN(globalTaskId), MAX(globalTaskId) FROM COMPUTE_TASK_INFO")[0]
+        # two subqueries: SQLite answers a lone MIN or MAX of the key from the index, both together by a full scan
+        lo, hi = dbfile.query(path, "SELECT (SELECT MIN(globalTaskId) FROM COMPUTE_TASK_INFO), "
+                                    "(SELECT MAX(globalTaskId) FROM COMPUTE_TASK_INFO)")[0]
         fetched = dbfile.query_arrow(path, sql, split=("c.globalTaskId", lo, hi) if lo is not None else None)
         strings = dbfile.string_ids(path)
         comm = _communication_ops(path, sch, plain)
@@ -163,15 +165,18 @@ def read_kernels_arrow(path: Path, columns: Sequence[str] | None, sink: Diagnost
     stream = arrays.get("stream_id")
     if need_stream and stream is None:
         stream = _sentinel_to_null(cols[-1])
+    n_compute = len(start)
     if comm is not None:
         start, end, stream, arrays = _append_comm(start, end, stream, arrays, comm, strings, plain)
-    order = pc.sort_indices(pa.table({"s": start, "i": pa.array(np.arange(len(start)))}),
-                            sort_keys=[("s", "ascending"), ("i", "ascending")])
-    start, end = start.take(order), end.take(order)
-    if stream is not None:
-        stream = stream.take(order)
-    arrays = {k: v.take(order) for k, v in arrays.items()}
     start_np = start.to_numpy(zero_copy_only=False)
+    if len(start_np) > 1 and bool(np.any(start_np[1:] < start_np[:-1])):
+        # start order (ties keep compute tasks in id order, then communication ops)
+        order = pa.array(_start_order(start_np, n_compute))
+        start, end = start.take(order), end.take(order)
+        if stream is not None:
+            stream = stream.take(order)
+        arrays = {k: v.take(order) for k, v in arrays.items()}
+        start_np = start.to_numpy(zero_copy_only=False)
     end_np = end.to_numpy(zero_copy_only=False)
     if "start_ns" in wanted:
         arrays["start_ns"] = start
@@ -231,6 +236,23 @@ def _append_comm(start: pa.Array, end: pa.Array, stream: pa.Array | None, arrays
     return new_start, new_end, new_stream, merged
 
 
+def _start_order(start: np.ndarray, n_compute: int) -> np.ndarray:
+    """Stable start order of compute tasks (rows ``[0, n_compute)``) followed by communication ops.
+
+    Each part already in start order (the profiler writes tasks in launch order, the ops are
+    fetched sorted) is merged in O(n log m) instead of sorted; otherwise a stable sort.
+    """
+    c, k = start[:n_compute], start[n_compute:]
+    if (len(c) > 1 and bool(np.any(c[1:] < c[:-1]))) or (len(k) > 1 and bool(np.any(k[1:] < k[:-1]))):
+        return np.argsort(start, kind="stable")
+    pos_c = np.arange(len(c)) + np.searchsorted(k, c, side="left")  # comm ops strictly before each task
+    pos_k = np.arange(len(k)) + np.searchsorted(c, k, side="right")  # tasks at or before each op
+    order = np.empty(len(start), dtype=np.int64)
+    order[pos_c] = np.arange(len(c))
+    order[pos_k] = np.arange(len(c), len(start))
+    return order
+
+
 def _waits(start: np.ndarray, end: np.ndarray, stream: pa.Array) -> np.ndarray:
     """Gap (ns) since the previous task on the same stream ended; 0 for a stream's first task; NaN without a stream."""
     s = stream.to_numpy(zero_copy_only=False)
@@ -240,7 +262,8 @@ def _waits(start: np.ndarray, end: np.ndarray, stream: pa.Array) -> np.ndarray:
         return out
     sv = s[valid].astype(np.int64)
     idx = np.flatnonzero(valid)
-    order = np.lexsort((start[idx], sv))
+    # rows come in start order: a stable sort by stream keeps each stream's tasks in start order
+    order = np.argsort(sv, kind="stable") if len(sv) and sv.min() != sv.max() else np.arange(len(sv))
     o = idx[order]
     w = np.zeros(len(o))
     same = sv[order][1:] == sv[order][:-1]

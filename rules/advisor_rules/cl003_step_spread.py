@@ -73,14 +73,23 @@ class StepSpread(Rule):
                      f"({med / 1000:.2f} ms) in every part of it")
             return
         lo, hi = df.loc[df[col].idxmin()], df.loc[df[col].idxmax()]
-        lines = [f"rank {int(r['rank'])}: " + ", ".join(f"{parts[c]} {r[c] / 1000:.2f} ms" for c in parts if r[c] == r[c])
-                 for r in (dict(zip(df.columns, row)) for row in zip(*(df[c].tolist() for c in df.columns)))]
+        # the ranks at both ends of the widest part, not all of them (the full table: --format html, the API)
+        ends = df.sort_values(col, kind="stable")
+        shown = list(dict.fromkeys([*ends["rank"].head(2).tolist(), *ends["rank"].tail(2).tolist()]))
+        by_rank = {int(r): i for i, r in enumerate(df["rank"].tolist())}
+        lines = [f"rank {int(r)}: " + ", ".join(f"{parts[c]} {df[c].iloc[by_rank[int(r)]] / 1000:.2f} ms" for c in parts
+                                                if df[c].iloc[by_rank[int(r)]] == df[c].iloc[by_rank[int(r)]])
+                 for r in shown]
         source = str(df["source"].iloc[0])
-        message = (f"{len(df)} ranks, median step {med / 1000:.2f} ms (from {pic['min_total_us'] / 1000:.2f} to "
-                   f"{pic['max_total_us'] / 1000:.2f} ms; slowest ranks {', '.join(map(str, pic['slowest']))}). The "
-                   f"widest difference is {parts[col]}: {lo[col] / 1000:.2f} ms on rank {int(lo['rank'])} to "
-                   f"{hi[col] / 1000:.2f} ms on rank {int(hi['rank'])}. Per rank (µs per step, {source}): "
-                   + "; ".join(lines) + ".")
+        if pic["spread"] * 100.0 < self.options.min_spread_pct:
+            steps = f"every rank's step ends together (median {med / 1000:.2f} ms)"
+        else:
+            steps = (f"median step {med / 1000:.2f} ms (from {pic['min_total_us'] / 1000:.2f} to "
+                     f"{pic['max_total_us'] / 1000:.2f} ms; slowest ranks {', '.join(map(str, pic['slowest']))})")
+        message = (f"{len(df)} ranks, {steps}. The widest difference is {parts[col]}: {lo[col] / 1000:.2f} ms on rank "
+                   f"{int(lo['rank'])} to {hi[col] / 1000:.2f} ms on rank {int(hi['rank'])}"
+                   + (f" — rank {int(lo['rank'])} waits least: the others wait for it" if col == "comm_not_overlapped_us"
+                      else "") + f". At both ends (per step, {source}): " + "; ".join(lines) + ".")
         where = (run.profiles.cluster_files.get("cluster_step_trace_time") if source.startswith("cluster")
                  else None)
         yield Finding(
