@@ -66,12 +66,25 @@ class StepSpread(Rule):
         med = pic["median_total_us"]
         parts = {"compute_us": "compute", "comm_not_overlapped_us": "communication not overlapped", "free_us": "free",
                  "data_wait_us": "data wait"}
-        spreads = {c: float(df[c].max() - df[c].min()) for c in parts if df[c].notna().any()}
-        col, widest = max(spreads.items(), key=lambda kv: kv[1])
-        if not med or 100.0 * widest / med < self.options.min_spread_pct:
+        # pipeline stages run different programs (and the bubble): compare ranks within a stage
+        stages = df["stage"].fillna(0).astype(int)
+        best: tuple[float, str, int] | None = None
+        for stage in sorted(set(stages)):
+            part = df[stages == stage]
+            if len(part) < self.options.min_ranks:
+                continue
+            for c in parts:
+                if part[c].notna().any():
+                    spread = float(part[c].max() - part[c].min())
+                    if best is None or spread > best[0]:
+                        best = (spread, c, stage)
+        if best is None or not med or 100.0 * best[0] / med < self.options.min_spread_pct:
             ctx.skip(f"{len(df)} ranks within {self.options.min_spread_pct:g} % of the median step "
-                     f"({med / 1000:.2f} ms) in every part of it")
+                     f"({med / 1000:.2f} ms) in every part of it, stage by stage")
             return
+        widest, col, stage = best
+        n_stages = len(set(stages))
+        df = df[stages == stage]
         lo, hi = df.loc[df[col].idxmin()], df.loc[df[col].idxmax()]
         # the ranks at both ends of the widest part, not all of them (the full table: --format html, the API)
         ends = df.sort_values(col, kind="stable")
@@ -86,7 +99,8 @@ class StepSpread(Rule):
         else:
             steps = (f"median step {med / 1000:.2f} ms (from {pic['min_total_us'] / 1000:.2f} to "
                      f"{pic['max_total_us'] / 1000:.2f} ms; slowest ranks {', '.join(map(str, pic['slowest']))})")
-        message = (f"{len(df)} ranks, {steps}. The widest difference is {parts[col]}: {lo[col] / 1000:.2f} ms on rank "
+        where_stage = f" within pipeline stage {stage}" if n_stages > 1 else ""
+        message = (f"{len(df)} ranks{where_stage}, {steps}. The widest difference is {parts[col]}: {lo[col] / 1000:.2f} ms on rank "
                    f"{int(lo['rank'])} to {hi[col] / 1000:.2f} ms on rank {int(hi['rank'])}"
                    + (f" — rank {int(lo['rank'])} waits least: the others wait for it" if col == "comm_not_overlapped_us"
                       else "") + f". At both ends (per step, {source}): " + "; ".join(lines) + ".")
@@ -94,7 +108,8 @@ class StepSpread(Rule):
                  else None)
         yield Finding(
             code=self.code, rule=self.name, severity=self.severity,
-            title=f"{parts[col]} differs by {widest / 1000:.2f} ms per step across {len(df)} ranks",
+            title=f"{parts[col]} differs by {widest / 1000:.2f} ms per step across {len(df)} ranks"
+                  + (f" of stage {stage}" if n_stages > 1 else ""),
             message=message, saving_us=None, step_time_us=round(med, 3), confidence=0.9,
             evidence=[Evidence(name="median_step", value=round(med, 3), unit="µs"),
                       Evidence(name=f"{col.removesuffix('_us')}_spread", value=round(widest, 3), unit="µs",
