@@ -31,7 +31,9 @@ KEYS: dict[str, tuple[str, ...]] = {
     "model.ffn_dim_multiplier": ("/model/model_config/ffn_dim_multiplier",),
     "model.num_layers": ("/model/model_config/num_layers", "/model/model_config/num_hidden_layers"),
     "model.num_heads": ("/model/model_config/num_heads", "/model/model_config/num_attention_heads"),
-    "model.num_kv_heads": ("/model/model_config/n_kv_heads", "/model/model_config/num_key_value_heads"),
+    # GLM2/3 call the KV-head count multi_query_group_num
+    "model.num_kv_heads": ("/model/model_config/n_kv_heads", "/model/model_config/num_key_value_heads",
+                           "/model/model_config/multi_query_group_num"),
     "model.head_dim": ("/model/model_config/head_dim",),
     "model.seq_length": ("/model/model_config/seq_length",),
     "model.batch_size": ("/model/model_config/batch_size",),

@@ -12,7 +12,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def config_only(rule: CastExcess, ctx: RuleContext) -> Iterable[Finding]:
-    """Mixed-precision keys that make every layer cast up and back down (estimated time)."""
+    """Mixed-precision keys that make every layer cast up and back down: informational (no ranked saving).
+
+    ``rotary_dtype: float32`` or ``softmax_compute_type: float32`` in a 16-bit model are deliberate
+    precision settings in many MindFormers configs; priced from bytes alone they would top the report,
+    so the rough cost is in the message and the evidence, and the profile or IR checks rank the real one.
+    """
     cfg = ctx.config
     assert cfg is not None
     compute = cfg.compute_dtype
@@ -50,16 +55,18 @@ def config_only(rule: CastExcess, ctx: RuleContext) -> Iterable[Finding]:
                 f"With compute_dtype {compute}, {key.split('.', 1)[1]}: float32 makes MindFormers cast the {what}'s inputs "
                 f"to float32 and back in every layer, forward and backward: about {casts} Cast kernels per layer and "
                 f"{nbytes / 1e9:.1f} GB of memory traffic per step on each rank ({layers} layers × {max(micro, 1)} micro "
-                f"batch(es)), roughly {cost / 1000:.2f} ms at {rule.options.hbm_gbps:.0f} GB/s. It is a precision choice: "
-                "keep it if the loss curve needs it."
+                f"batch(es)), roughly {cost / 1000:.2f} ms at {rule.options.hbm_gbps:.0f} GB/s if the Casts ran at memory "
+                "speed. It is a deliberate precision setting in many MindFormers configs: nothing is ranked from the "
+                "config alone — a profile or an IR dump measures what it really costs. Keep it if the loss curve needs it."
             ),
             severity=Severity.LOW,
-            saving_us=cost,
+            saving_us=None,  # informational: a precision choice priced from bytes is not a measured saving
             confidence=0.5,
             evidence=[
                 Evidence(name="compute_dtype", value=compute),
                 Evidence(name="casts_per_layer", value=casts),
                 Evidence(name="bytes_per_step", value=round(nbytes), unit="bytes", source="config dims"),
+                Evidence(name="cost_if_memory_bound", value=round(cost, 3), unit="µs", source="bytes / hbm_gbps"),
             ],
             locations=[loc] if loc else [],
             patches=[patch] if patch else [],

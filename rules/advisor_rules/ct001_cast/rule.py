@@ -50,7 +50,10 @@ class CastExcess(Rule):
         1F1B does: the slowest stage runs every micro batch on the critical path, the
         others one, so equal stages give the per-rank saving × (m + pp − 1)/m.
         Without a profile, time is estimated from bytes moved at an assumed HBM
-        bandwidth; without IR, from the config's dims (``advisor lint``). While the
+        bandwidth. From the config alone (``advisor lint``, no IR) a float32
+        ``rotary_dtype``/``softmax_compute_type`` is reported without a ranked saving:
+        it is usually a deliberate precision setting, and its rough memory-bound cost is
+        only given in the message. While the
         device waits for data every step (MD001's measure) the step is the data
         pipeline's period and the saving shows nothing: it is reported as 0, with the
         figure once data keeps up in the message and ``saving_if_data_keeps_up``.
