@@ -12,6 +12,25 @@ if TYPE_CHECKING:  # pragma: no cover
     from advisor_rules.ct002_transdata.rule import TransDataExcess
 
 
+def steps_seen(rank: Any, kernel_names: list[str]) -> str:
+    """``on every step``, or ``in 1 of 3 profiled steps (step 1)`` when the conversions ran in some steps only
+    (the op view's per-step counts: weights converted once, at the first step, are not a per-step cost)."""
+    view = rank.op_view() if rank is not None and kernel_names else None
+    if view is None or view.steps <= 1 or "steps_seen" not in view.ops:
+        return "on every step"
+    names = view.ops["name"].astype(str)
+    wanted = list(dict.fromkeys(kernel_names))
+    rows = view.ops[names.isin(wanted) | names.str.startswith(tuple(f"{k}/" for k in wanted))]
+    if rows.empty:
+        return "on every step"
+    seen = int(rows["steps_seen"].max())
+    if seen >= view.steps:
+        return "on every step"
+    first, last = int(rows["first_step"].min()), int(rows["last_step"].max())
+    span = f"step {first}" if first == last else f"steps {first}–{last}"
+    return f"in {seen} of {view.steps} profiled steps ({span})"
+
+
 def finding(rule: TransDataExcess, ctx: RuleContext, g: Group, cost: float, step_us: float | None, rank: Any,
             micro: int) -> Finding | None:
     """The finding for one group (``None`` below ``min_share_pct``): cause, time, the consumer's source line, fix."""
@@ -34,7 +53,8 @@ def finding(rule: TransDataExcess, ctx: RuleContext, g: Group, cost: float, step
                "the gradient the same way)")
     elif g.kind == "param":
         cells = list(dict.fromkeys(weight_cell(p) for p in g.params))
-        title = (f"{len(g.params)} weight(s) converted {g.formats} by TransData on every step"
+        when = steps_seen(rank, g.kernel_names or [n.kernel_full_name for n in g.trans if n.kernel_full_name])
+        title = (f"{len(g.params)} weight(s) converted {g.formats} by TransData {when}"
                  f"{in_layers} ({', '.join(cells[:4])}{', …' if len(cells) > 4 else ''})")
         why = ("each weight is stored in ND and re-laid-out for its MatMul at every use (forward and backward, "
                "every micro batch) instead of once")
