@@ -26,7 +26,7 @@ from advisor_core.cli.common import stderr_console, stdout_console
 @click.option("--force", is_flag=True, help="Write into a non-empty output directory.")
 @click.option("--export", "export", type=click.Choice(["text", "db", "both"]), default="text", show_default=True,
               help="Profiler export to write: the text files, the SQLite DB (ascend_mindspore_profiler_{rank}.db and "
-                   "analysis.db, as MindSpore's export_type=[db]), or both.")
+                   "communication_analyzer.db, as MindSpore's export_type=[db]), or both.")
 def simulate_command(scenario: str | None, out: Path | None, list_scenarios: bool, ranks: int | None, steps: int | None,
                      layers: int | None, seed: int, config_file: Path | None, sets: tuple[str, ...], hardware: Path | None,
                      force: bool, export: str) -> None:
