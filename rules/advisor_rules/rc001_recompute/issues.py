@@ -28,6 +28,25 @@ class Issue:
     blockers: list[Any] = field(default_factory=list)  # IR nodes whose outputs stop being kept
 
 
+def merge_issue(shown: Issue, derived: Issue) -> None:
+    """Complete ``shown`` (the IR's issue) with what only ``derived`` (the config's) knows, in place.
+
+    The IR shows what the compiler did with the current patterns; the config's layer structure
+    also judges the patterns the fix introduces (a cell pattern renamed to its primitive, which
+    can be blocked in turn). The fix needs both: the union of the patterns to add, the rename
+    either one found, and both explanations.
+    """
+    added = [p for p in derived.add_patterns if p not in shown.add_patterns]
+    shown.add_patterns = sorted(set(shown.add_patterns) | set(derived.add_patterns))
+    if shown.replace_pattern is None:
+        shown.replace_pattern = derived.replace_pattern
+    if derived.reason.startswith(shown.reason):
+        shown.reason = derived.reason
+    elif added:
+        shown.reason += f"; {derived.reason}"
+    shown.layers |= derived.layers
+
+
 def is_backward(n: Any) -> bool:
     """A backward node: it has a forward op, sits under ``Gradients/``, or is marked ``target_grad``."""
     scope = n.scope or ""

@@ -44,8 +44,15 @@ class Meter:
 
     def _node(self, op: LayerOp, layer: int) -> Any:
         ns = self.nodes.get((layer, op.path), [])
-        k = self.call[op.id]
-        return ns[k] if k < len(ns) else None
+        calls = sum(1 for o in self.st.ops if o.path == op.path)
+        if len(ns) >= calls:
+            k = self.call[op.id]
+            return ns[k] if k < len(ns) else None
+        # Fewer nodes than calls: CSE merged a call with another cell's identical one (w1's input
+        # Reshape is w3's), so call order no longer lines up; the output rank tells the calls apart.
+        fit = [n for n in ns if n.out_types and getattr(n.out_types[0], "shape", None) is not None
+               and len(n.out_types[0].shape) == len(op.shape)]
+        return fit[0] if len(fit) == 1 else None
 
     def tensor_bytes(self, tensor: str, layer: int) -> float:
         prod = self.st.by_out.get(tensor)

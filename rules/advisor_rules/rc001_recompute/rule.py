@@ -11,7 +11,7 @@ from advisor_rules._common import layer_of_scope
 from advisor_rules.rc001_recompute.finding import finding
 from advisor_rules.rc001_recompute.from_config import from_config, layer_structure
 from advisor_rules.rc001_recompute.from_ir import from_ir
-from advisor_rules.rc001_recompute.issues import Issue, ir_nodes_of
+from advisor_rules.rc001_recompute.issues import Issue, ir_nodes_of, merge_issue
 
 
 class RecomputeNotEffective(Rule):
@@ -31,8 +31,12 @@ class RecomputeNotEffective(Rule):
         whose only node is its output (a recomputed cell keeps its output — the IR
         shows nothing for it, so this cause comes from the config and MindFormers'
         Llama layer structure). Without an IR, the whole analysis runs on the layer
-        structure and the config; with both, the IR's verdict wins for every op it
-        shows.
+        structure and the config; with both, the causes are merged: the IR's verdict
+        for every op it shows, completed by what only the layer structure shows —
+        once a cell pattern is renamed to its primitive, that primitive can be
+        blocked in turn (SiLU behind ``feed_forward.w1.reshape``), which the IR of
+        the current config cannot show. An op the IR shows recomputed in every
+        layer is no issue, whatever the config alone would say.
 
     Why
         Select recompute exists to trade a little forward time for activation
@@ -112,15 +116,20 @@ class RecomputeNotEffective(Rule):
         if ir_conf:
             issues, effective = from_ir(ir)
         if has_select:
-            # The IR cannot show a pattern naming a one-op cell (nothing gets marked); the config can.
-            # The IR's verdict wins for every layer it shows.
+            # The IR shows what the current patterns did; the config's layer structure also judges
+            # the patterns the fix brings in (a cell pattern renamed to a primitive that is blocked
+            # in turn). An op the IR shows effective in every layer is not an issue; an issue both
+            # show is merged, so the patch carries every pattern either one found missing.
             shown = {lay for lay in (layer_of_scope(n.scope) for n in ir.iter_nodes()) if lay is not None} if ir_conf else set()
             for key, issue in from_config(cfg, structure).items():
+                if key in issues:
+                    merge_issue(issues[key], issue)
+                    continue
                 seen = issue.layers & shown
                 done = bool(seen) and all(
                     any(e[0] == lay and e[1] == issue.op_path for e in effective) if issue.replace_pattern
                     else (lay, issue.op_path[:-1], issue.op_path[-1]) in effective for lay in seen)
-                if key not in issues and not done:
+                if not done:
                     issues[key] = issue
                     issue.nodes = ir_nodes_of(ir, issue) if ir is not None else []
         if not issues:
