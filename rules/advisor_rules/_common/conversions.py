@@ -18,6 +18,15 @@ if TYPE_CHECKING:  # pragma: no cover - heavy imports are made where used
     import pandas as pd
 
 
+# What one conversion kernel (Cast, TransData) costs beyond its bytes, µs per launch: the launch floor.
+# Measured on msprof-analyze's real kernel sample (test/ut/advisor/advisor_backend/compute_advice/
+# kernel_details.csv, a 910-class device): its 47 AI_VECTOR_CORE Cast kernels moving under 1 MB take
+# 1.54–3.22 µs whatever their size (median 1.88, mean 2.07 µs), while the 21 moving 28–472 MB take the
+# floor plus their bytes at a median 1290 GB/s — so a conversion lasts launch + bytes / bandwidth, and a
+# sum over many small ones is their count × the mean. 2.0 µs is also the simulator's
+# ``kernel_launch_overhead_us`` (every simulated kernel pays it), so the rules and the reference agree.
+CONVERSION_LAUNCH_US = 2.0
+
 CAST_TYPES = ("Cast",)
 TRANSDATA_TYPES = ("TransData", "TransDataRNN")
 _LAYER_ITEM = re.compile(r"/\d+-(\w+)(?=/|$)")
@@ -44,6 +53,12 @@ class ConversionTime:
     @property
     def both_share_pct(self) -> float:
         return 100.0 * self.both_us_per_step / self.device_us_per_step if self.device_us_per_step else 0.0
+
+
+def conversion_estimate_us(nbytes: float, launches: int, hbm_gbps: float, launch_us: float) -> float:
+    """µs of ``launches`` conversion kernels moving ``nbytes`` together, without a profile: each pays the launch
+    floor, and the bytes stream at ``hbm_gbps`` (:data:`CONVERSION_LAUNCH_US` says where the model comes from)."""
+    return launches * launch_us + nbytes / (hbm_gbps * 1e3)  # bytes / (GB/s) → µs
 
 
 def unaligned_matmul_cells(ops: pd.DataFrame) -> set[str]:

@@ -1,15 +1,19 @@
-"""A chain's time per step on one pipeline stage: its Cast kernels (and 32-bit inner ops), else bytes over HBM."""
+"""A chain's time per step on one pipeline stage: its Cast kernels (and 32-bit inner ops), else launches + bytes."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from advisor_rules._common import StageEvidence, tensor_bytes
+from advisor_rules._common.conversions import conversion_estimate_us
 from advisor_rules.ct001_cast.chains import Chain, dtype_of
 
 
-def chain_cost(chain: Chain, unit: StageEvidence, hbm_gbps: float) -> None:
+def chain_cost(chain: Chain, unit: StageEvidence, hbm_gbps: float, launch_us: float) -> None:
     """µs per step of the chain on ``unit``'s stage: its Cast kernels, plus what 16-bit inner ops would save.
+
+    Without a profile each Cast node is one kernel per step costing the launch floor ``launch_us``
+    plus its bytes (read and written) at ``hbm_gbps``.
 
     An op between a config chain's up- and down-cast runs on 32-bit data; in the compute
     dtype it would move ``ratio`` of the bytes. Such ops are memory-bound, so its time
@@ -43,8 +47,9 @@ def chain_cost(chain: Chain, unit: StageEvidence, hbm_gbps: float) -> None:
         chain.how = ("unknown, the dump has no tensor shapes (compact IR format); dump with the default "
                      "format or add a profile to measure it")
         return
-    chain.cost[unit.stage] = nbytes / (hbm_gbps * 1e3)  # bytes / (GB/s) → µs
-    chain.how = f"estimated from {nbytes / 1e6:.2f} MB moved at {hbm_gbps:.0f} GB/s"
+    chain.cost[unit.stage] = conversion_estimate_us(nbytes, sized, hbm_gbps, launch_us)
+    chain.how = (f"estimated: {sized} Cast kernel(s) × {launch_us:.1f} µs launch + {nbytes / 1e6:.2f} MB moved at "
+                 f"{hbm_gbps:.0f} GB/s")
 
 
 def bytes_ratio_16bit(node: Any) -> float:

@@ -17,6 +17,7 @@ from advisor_rules._common import (
     pipeline_micro_batches,
     stage_evidence,
 )
+from advisor_rules._common.conversions import CONVERSION_LAUNCH_US
 from advisor_rules.ct001_cast.chains import Chain, detect
 from advisor_rules.ct001_cast.config_only import config_only
 from advisor_rules.ct001_cast.estimate import chain_cost
@@ -37,7 +38,19 @@ class CastExcess(Rule):
         setting forces in every layer (``rotary_dtype: float32`` with a 16-bit
         ``compute_dtype`` casts q and k up and back down around the rotary embedding).
         Backward casts are attributed to their forward op by ``forward_unique_id``,
-        not by scope (reused cells carry another instance's scope).
+        not by scope (reused cells carry another instance's scope). Dtypes are the
+        kernels' (the device type line of ``graph_build``): a backend cast after a
+        kernel without float16 is ``Float16→Float16`` on the host line but converts
+        ``Float32→Float16`` — not a no-op.
+
+        Who wrote the casts is read from each node's ``# In file`` call stack: a
+        frame in AMP's ``rewritten_network/*Opt_*.py`` or its ``amp_cast`` (level O1,
+        and O2/O3 by rewrite), ``F.mixed_precision_cast`` in ``mindspore/train/amp.py``
+        (the O2/O3 output cast), or no statement that casts at all (the compiler's
+        casts for a cell converted by O2/O3 or ``Cell.to_float``: the stack ends at the
+        statement using the tensor) is **AMP**; an innermost statement that casts
+        (``self.cast``, ``ops.cast``, ``.astype``) is the **model code**;
+        ``is_backend_cast: Bool(1)`` is the **backend**.
 
         Time per step: with a profile the chains are joined to their Cast kernels
         (``kernel_details`` durations summed over the profiled steps ÷ steps). For a
@@ -49,8 +62,12 @@ class CastExcess(Rule):
         measured with its own stage's IR, and the per-stage savings become step time as
         1F1B does: the slowest stage runs every micro batch on the critical path, the
         others one, so equal stages give the per-rank saving × (m + pp − 1)/m.
-        Without a profile, time is estimated from bytes moved at an assumed HBM
-        bandwidth. From the config alone (``advisor lint``, no IR) a float32
+        Without a profile, each Cast node is one kernel per step costing the launch
+        floor ``launch_us`` plus its bytes read and written at ``hbm_gbps``: in
+        msprof-analyze's real kernel sample (910-class) the 47 Cast kernels moving
+        under 1 MB take 1.54–3.22 µs whatever their size (mean 2.07 µs), the large
+        ones that floor plus their bytes at ~1290 GB/s; 2.0 µs is also what every
+        kernel of the simulator pays. From the config alone (``advisor lint``, no IR) a float32
         ``rotary_dtype``/``softmax_compute_type`` is reported without a ranked saving:
         it is usually a deliberate precision setting, and its rough memory-bound cost is
         only given in the message. While the
@@ -73,7 +90,14 @@ class CastExcess(Rule):
     Fix
         For config-driven casts, a patch sets the key to the compute dtype (unsafe:
         precision changes). For model-code casts, the finding gives the source line
-        to delete (display only).
+        to delete (display only). For AMP's casts the fix is the AMP configuration,
+        never the line: a backend without a float16 kernel for the op → keep that cell
+        in float32 (``amp.custom_mixed_precision(net, black_list=amp.get_black_list() +
+        [nn.Dense])``, or a white list without it for O1) or a lower ``level`` of
+        ``amp.build_train_network``; a black-list cell (BatchNorm, LayerNorm) cast
+        around → ``keep_batchnorm_fp32=False``; round trips between float16 ops →
+        level O2 or a white list covering the ops between them; a network converted
+        twice → ``level="O0"`` after ``auto_mixed_precision``.
 
     Kernel-only triage
         With a profile and no IR dump, the rule cannot name a redundant Cast, but it
@@ -105,6 +129,8 @@ class CastExcess(Rule):
     class Options(RuleOptions):
         min_share_pct: float = Field(0.0, ge=0, description="report chains costing at least this share of the step, %")
         hbm_gbps: float = Field(ASSUMED_HBM_GBPS, gt=0, description="bandwidth assumed for Cast time without a profile, GB/s")
+        launch_us: float = Field(CONVERSION_LAUNCH_US, ge=0, description="time of one Cast kernel beyond its bytes "
+                                 "(launch floor) without a profile, µs")
         triage_min_share_pct: float = Field(5.0, ge=0, description="profile without IR: report when Cast + TransData "
                                             "take at least this share of the step time, %")
 
@@ -136,7 +162,7 @@ class CastExcess(Rule):
             if unit.dumps is None:
                 continue
             for key, chain in detect(ctx, unit.dumps).items():
-                chain_cost(chain, unit, self.options.hbm_gbps)
+                chain_cost(chain, unit, self.options.hbm_gbps, self.options.launch_us)
                 main = chains.get(key)
                 if main is None:
                     chains[key] = chain

@@ -17,6 +17,7 @@ from advisor_rules._common import (
     pipeline_micro_batches,
     stage_evidence,
 )
+from advisor_rules._common.conversions import CONVERSION_LAUNCH_US
 from advisor_rules.ct002_transdata.estimate import group_cost
 from advisor_rules.ct002_transdata.finding import finding
 from advisor_rules.ct002_transdata.from_ir import from_ir
@@ -79,7 +80,9 @@ class TransDataExcess(Rule):
     conversions removes those kernels. With pipeline parallel one rank per stage is
     measured with its own stage's IR, and the per-stage savings become step time as
     1F1B does (the slowest stage runs every micro batch on the critical path, the others
-    one). Without a profile: bytes read + written at an assumed HBM bandwidth. While the
+    one). Without a profile: per TransData node one kernel per step at the launch floor
+    ``launch_us`` (2.0 µs, as CT001's Casts: msprof-analyze's real sample) plus its bytes read
+    + written at an assumed HBM bandwidth. While the
     device waits for data every step (MD001's measure) the step is the data pipeline's period
     and the saving shows nothing: it is reported as 0, with the figure once data keeps up in
     the message and ``saving_if_data_keeps_up``.
@@ -96,6 +99,8 @@ class TransDataExcess(Rule):
     class Options(RuleOptions):
         min_share_pct: float = Field(0.5, ge=0, description="report groups costing at least this share of the step, %")
         hbm_gbps: float = Field(ASSUMED_HBM_GBPS, gt=0, description="bandwidth assumed without a profile, GB/s")
+        launch_us: float = Field(CONVERSION_LAUNCH_US, ge=0, description="time of one TransData kernel beyond its "
+                                 "bytes (launch floor) without a profile, µs")
         triage_min_share_pct: float = Field(5.0, ge=0, description="profile without IR and no group found: report when "
                                             "Cast + TransData take at least this share of the step time, %")
 
@@ -118,7 +123,7 @@ class TransDataExcess(Rule):
             else:
                 continue
             for key, g in found.items():
-                group_cost(g, unit, self.options.hbm_gbps)
+                group_cost(g, unit, self.options.hbm_gbps, self.options.launch_us)
                 main = groups.get(key)
                 if main is None:
                     groups[key] = g
