@@ -3,14 +3,21 @@
 A config from another run, combined silently, makes every number computed from both wrong
 — and a patch computed for the run's layout (split points for 2 pipeline stages) would be
 written into a config for 1. So before any rule runs, the config is held against what the
-profile and the IR say about the same facts:
+profile and the IR say about the same facts (:mod:`advisor_core.engine.run_dims` reads the
+run's side):
 
 * the parallel layout: ``data_parallel``/``model_parallel``/``pipeline_stage`` against the
-  profile's (``profiler_metadata.json``; only the sizes both sides state are compared);
-* the device count: ``dp × mp × pp`` against the profile's world size and its rank ids;
-* the model width: ``hidden_size`` against the IR's norm weights (1-D parameters named
-  ``…norm…``: never sliced by model parallel) or, without IR, the output width of the
-  profile's ``RmsNorm``/``LayerNorm`` kernels.
+  profile's (``profiler_metadata.json``; only the sizes both sides state are compared), and
+  against the IR: the pipeline stages its ranks' graphs hold (disjoint decoder layers, a
+  graph without the embedding or the output head, ``Send``/``Receive``) and the
+  model-parallel slicing of the weights that are split by exactly ``model_parallel``;
+* the device count: ``dp × mp × pp`` against the profile's world size and rank ids, and the
+  IR's ``rank_<id>`` folders;
+* the model dims: ``hidden_size`` against the norm weights (never sliced), ``num_layers``
+  against the decoder layers the graphs or kernel scopes hold, ``intermediate_size``,
+  ``vocab_size``, ``num_heads`` and ``num_heads × head_dim`` against the weights, kernels and
+  ``head_num`` that show them. A rank holds a slice: a size agrees when the config's is a whole multiple of it, at
+  most the device count.
 
 Every disagreement is one :class:`Mismatch` naming both sides.
 """
@@ -20,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-_NORM_TYPES = ("RmsNorm", "LayerNorm", "LayerNormV3", "AddRmsNorm")
+from advisor_core.engine.run_dims import RankShape, RunShape, Seen, run_shape
 
 
 @dataclass(frozen=True)
@@ -38,9 +45,15 @@ def check_inputs(run: Any, ir: Any, cfg: Any) -> list[Mismatch]:
     """Every disagreement between the training config ``cfg`` and the run (profile ``run``, IR dumps ``ir``)."""
     if cfg is None:
         return []
+    shape = run_shape(run, ir)
     out: list[Mismatch] = []
     out += _layout(run, cfg)
-    out += _width(run, ir, cfg)
+    if not any(m.what == "the parallel layout" for m in out):
+        out += _ir_layout(shape, cfg)
+    if not any(m.what == "the device count" for m in out):
+        out += _ir_ranks(shape, cfg)
+    out += _layers(shape, cfg)
+    out += _dims(shape, cfg, _world(run, shape, cfg), _run_model_parallel(run, shape, cfg))
     return out
 
 
@@ -69,51 +82,172 @@ def _layout(run: Any, cfg: Any) -> list[Mismatch]:
     return out
 
 
-def _width(run: Any, ir: Any, cfg: Any) -> list[Mismatch]:
-    hidden = cfg.hidden_size
-    if not hidden:
+def _ir_ranks(shape: RunShape, cfg: Any) -> list[Mismatch]:
+    ids = shape.ir_rank_ids
+    if ids and cfg.device_count and max(ids) >= cfg.device_count:
+        return [Mismatch("the device count", f"{cfg.device_count} devices (dp × mp × pp)",
+                         f"the IR dumps have a rank_{max(ids)} folder")]
+    return []
+
+
+def _span(layers: set[int]) -> str:
+    lo, hi = min(layers), max(layers)
+    return f"layer {lo}" if lo == hi else f"layers {lo}–{hi}"
+
+
+def _ir_layout(shape: RunShape, cfg: Any) -> list[Mismatch]:
+    """The pipeline stages and the model-parallel slicing the IR (or kernels) show, against the config's."""
+    config_side, run_side = [], []
+    stages = _stages_seen(shape)
+    pp = cfg.pipeline_stages
+    if stages is not None:
+        low, why = stages
+        if low > pp:
+            config_side.append(f"pipeline_stage {pp}")
+            run_side.append(f"the {shape.layers_from} hold at least {low} pipeline stages ({why or _stage_list(shape)})")
+    single = next((r for r in shape.ranks if 0 in r.layers and r.has_head and not r.pipelined), None)
+    if single is not None and pp > 1 and not config_side:
+        config_side.append(f"pipeline_stage {pp}")
+        run_side.append(f"{single.where} holds every decoder layer ({_span(single.layers)}) and the output head in "
+                        "one graph, with no Send/Receive (one pipeline stage)")
+    mp = _model_parallel_seen(shape, cfg)
+    if mp is not None and mp[0] != cfg.model_parallel:
+        config_side.append(f"model_parallel {cfg.model_parallel}")
+        run_side.append(mp[1])
+    if not config_side:
         return []
-    seen, where = _ir_norm_widths(ir)
-    if not seen and run is not None:
-        seen, where = _kernel_norm_widths(run)
-    if not seen:
-        return []
-    world = max(cfg.device_count or 1, 1)
-    # a norm weight is replicated; an optimizer-sharded one is a whole fraction of the width
-    if any(s == hidden or (hidden % s == 0 and hidden // s <= world) for s in seen):
-        return []
-    return [Mismatch("the model width", f"hidden_size {hidden}",
-                     f"{where} {'is' if len(seen) == 1 else 'are'} {', '.join(str(s) for s in sorted(seen))} wide")]
+    return [Mismatch("the parallel layout", " × ".join(config_side), "; ".join(run_side))]
 
 
-def _ir_norm_widths(ir: Any) -> tuple[set[int], str]:
-    if ir is None:
-        return set(), ""
-    for rd in sorted(ir.ranks.values(), key=lambda r: (r.rank is None, r.rank or 0)):
-        for getter in (rd.final_frontend, rd.parallel_graph):
-            f = getter()
-            if f is None:
-                continue
-            parsed = rd.parse(f)
-            if parsed is None:
-                continue
-            widths = set()
-            for p in getattr(parsed, "params", None) or []:
-                shape = getattr(p.type, "shape", None) if p.type is not None else None
-                if "norm" in (p.name or "").lower() and shape is not None and len(shape) == 1 and shape[0] > 0:
-                    widths.add(int(shape[0]))
-            if widths:
-                return widths, f"the norm weights in {f.path.name}"
-    return set(), ""
+def _stage_list(shape: RunShape) -> str:
+    seen: dict[frozenset[int], RankShape] = {}
+    for r in shape.ranks:
+        seen.setdefault(frozenset(r.layers), r)
+    return ", ".join(f"rank {r.rank}: {_span(r.layers)}" if r.rank is not None else f"{r.where}: {_span(r.layers)}"
+                     for r in sorted(seen.values(), key=lambda r: min(r.layers)))
 
 
-def _kernel_norm_widths(run: Any) -> tuple[set[int], str]:
-    for rank in run:
-        view = rank.op_view()
-        if view is None or view.ops.empty:
+def _stages_seen(shape: RunShape) -> tuple[int, str] | None:
+    """A lower bound of the pipeline stages the run shows, with the evidence when it is not the layer lists."""
+    if not shape.ranks:
+        return None
+    sets = {frozenset(r.layers) for r in shape.ranks}
+    disjoint = all(a.isdisjoint(b) for a in sets for b in sets if a is not b)
+    count = len(sets) if disjoint else 1
+    if count > 1:
+        return count, ""
+    heads_known = any(r.has_head for r in shape.ranks)
+    for r in shape.ranks:
+        if r.pipelined:
+            return 2, f"{r.where} sends to or receives from another stage"
+        if heads_known and not r.has_head:
+            return 2, f"{r.where} holds {_span(r.layers)} without the output head"
+        if 0 not in r.layers:
+            return 2, f"{r.where} starts at layer {min(r.layers)}"
+    return 1, ""
+
+
+def _model_parallel_seen(shape: RunShape, cfg: Any) -> tuple[int, str] | None:
+    """The model parallel shown by the weights split by exactly ``model_parallel`` (FFN ``w2``, ``head_num``).
+
+    Each gives a factor where the config's dim is a whole multiple of it; one that equals the
+    config's ``model_parallel`` wins (that dim agrees, so another that does not is the dim
+    that is wrong), else the first.
+    """
+    factors = []
+    for role, value in (("ffn", cfg.ffn_hidden_size()[0]), ("heads", cfg.num_heads), ("qwidth", _qwidth(cfg))):
+        if not value:
             continue
-        norms = view.ops[view.ops["type"].isin(_NORM_TYPES)]
-        widths = {int(s[0][-1]) for s in norms["out_shapes"] if s and s[0] and s[0][-1] > 0}
-        if widths:
-            return widths, f"the {'/'.join(sorted(set(norms['type'])))} kernels of rank {rank.rank_id}"
-    return set(), ""
+        for s in shape.dims.get(role, []):
+            if s.exact and value % s.size == 0:
+                k = value // s.size
+                factors.append((k, f"{s.where} {s.shows.format(s.size)}, 1/{k} of {_KEY[role]} {value} "
+                                   f"(model parallel {k})"))
+    return next((f for f in factors if f[0] == cfg.model_parallel), factors[0] if factors else None)
+
+
+def _run_model_parallel(run: Any, shape: RunShape, cfg: Any) -> int | None:
+    """The run's model parallel: the profile's, else what the exactly-split weights show."""
+    layout = next((r.parallel for r in run if r.parallel is not None), None) if run is not None else None
+    if layout is not None and layout.tensor_parallel:
+        return int(layout.tensor_parallel)
+    seen = _model_parallel_seen(shape, cfg)
+    return seen[0] if seen else None
+
+
+_KEY = {"ffn": "intermediate_size", "vocab": "vocab_size", "heads": "num_heads", "hidden": "hidden_size",
+        "qwidth": "num_heads × head_dim"}
+_WHAT = {"hidden": "the model width", "ffn": "the FFN width", "vocab": "the vocabulary size",
+         "heads": "the attention head count", "qwidth": "the attention width"}
+
+
+def _qwidth(cfg: Any) -> int | None:
+    return cfg.num_heads * cfg.head_dim if cfg.num_heads and cfg.head_dim else None
+
+
+def _layers(shape: RunShape, cfg: Any) -> list[Mismatch]:
+    n = cfg.num_layers
+    if not n or not shape.ranks:
+        return []
+    every = set().union(*(r.layers for r in shape.ranks))
+    src = shape.layers_from
+    if max(every) >= n:
+        return [Mismatch("the layer count", f"num_layers {n}",
+                         f"the {src} hold decoder layer {max(every)} ({_stage_list(shape)})")]
+    last = next((r for r in shape.ranks if r.has_head), None)
+    if last is not None and max(last.layers) + 1 != n:
+        count = max(last.layers) + 1
+        return [Mismatch("the layer count", f"num_layers {n}",
+                         f"the {src} hold {count} decoder layer{'s' if count > 1 else ''} ({_stage_list(shape)}; the output head "
+                         f"follows layer {count - 1} in {last.where})")]
+    return []
+
+
+def _world(run: Any, shape: RunShape, cfg: Any) -> int:
+    seen = [cfg.device_count or 1]
+    if shape.ir_rank_ids:
+        seen.append(max(shape.ir_rank_ids) + 1)
+    if run is not None:
+        seen += [r.rank_id + 1 for r in run] + [r.parallel.world_size or 1 for r in run if r.parallel is not None]
+    return max(seen)
+
+
+def _dims(shape: RunShape, cfg: Any, world: int, run_mp: int | None) -> list[Mismatch]:
+    ffn, how = cfg.ffn_hidden_size()
+    values = {"hidden": (cfg.hidden_size, ""),
+              "ffn": (ffn, "" if how.startswith("/") else f" ({how})"),
+              "vocab": (cfg.vocab_size, ""),
+              "heads": (cfg.num_heads, ""),
+              "qwidth": (_qwidth(cfg), "" if cfg.int_of("model.head_dim") else " (head_dim = hidden_size // num_heads)")}
+    out = []
+    for role, (value, note) in values.items():
+        seen = shape.dims.get(role, [])
+        if not value or not seen:
+            continue
+        exact = [s for s in seen if s.exact]
+        if exact and run_mp:  # split by exactly the run's model parallel
+            if any(s.size * run_mp == value for s in exact):
+                continue
+            run_side = f"{_describe(exact)} per rank, with model parallel {run_mp}"
+        elif any(_slice_of(value, s, world) for s in seen):
+            continue
+        else:
+            run_side = _describe(seen)
+        said = (f"num_heads {cfg.num_heads} × head_dim {cfg.head_dim} = {value}" if role == "qwidth"
+                else f"{_KEY[role]} {value}")
+        out.append(Mismatch(_WHAT[role], f"{said}{note}", run_side))
+    return out
+
+
+def _slice_of(value: int, seen: Seen, world: int) -> bool:
+    """Is ``seen`` the whole ``value`` or a slice of it a rank can hold (a whole fraction, at most ``world`` ways)?"""
+    return seen.size == value or (value % seen.size == 0 and value // seen.size <= world)
+
+
+def _describe(seen: list[Seen]) -> str:
+    """Each size the run shows, with the first place that shows it."""
+    first: dict[int, Seen] = {}
+    for s in seen:
+        first.setdefault(s.size, s)
+    parts = [f"{s.where} {s.shows.format(size)}" for size, s in sorted(first.items())]
+    return "; ".join(parts[:3]) + (f"; … ({len(parts) - 3} more)" if len(parts) > 3 else "")

@@ -40,8 +40,9 @@ def test_fix_refuses_a_config_of_another_run(run: Path, real_data: Path, tmp_pat
             "data_parallel 8 × model_parallel 1 × pipeline_stage 1, but the profile was taken with dp 2 × tp 2 × pp 2 "
             "(profiler_metadata.json distributed_args); it is not combined with this run (no patch is computed from "
             "it)") in lines
-    assert any("the model width disagrees: the config pretrain_llama2_7b.yaml says hidden_size 4096, but the norm "
-               "weights in " in line and "are 4100 wide" in line or "is 4100 wide" in line for line in lines)
+    assert ("pretrain_llama2_7b.yaml: error: the model width disagrees: the config pretrain_llama2_7b.yaml says "
+            "hidden_size 4096, but the norm weights in rank_0/21_validate_0076.ir are 4100 wide; it is not combined "
+            "with this run (no patch is computed from it)") in lines
     assert lines[-1] == "advisor fix: not fixing pretrain_llama2_7b.yaml: it does not belong to the run given (see above)"
 
 
@@ -50,7 +51,8 @@ def test_analyze_computes_nothing_from_it(run: Path, real_data: Path) -> None:
                       SessionOptions(config=real_data / "mindformers-configs" / "pretrain_llama2_7b.yaml", jobs=1),
                       host=load_plugins(autoload=False))
     result = session.analyze()
-    assert [m.what for m in session.mismatches] == ["the parallel layout", "the model width"]
+    assert [m.what for m in session.mismatches] == ["the parallel layout", "the layer count", "the model width",
+                                                    "the FFN width", "the vocabulary size"]
     assert result.has_input_errors
     assert all(p.safety.value == "display_only" for f in result.findings for p in f.patches)
     assert not any(loc.kind == "config" for f in result.findings for loc in f.locations)
@@ -70,3 +72,102 @@ def test_a_subset_of_ranks_is_not_a_mismatch(run: Path, tmp_path: Path) -> None:
     session = Session([sub], SessionOptions(jobs=1), host=load_plugins(autoload=False))
     session.analyze()
     assert session.mismatches == []
+
+
+def _edited(run: Path, tmp_path: Path, name: str, **changes: str) -> Path:
+    """The run's own config with ``key: old`` lines replaced (``changes``: old line -> new line)."""
+    text = (run / "config" / "kitchen-sink.yaml").read_text(encoding="utf-8")
+    for old, new in changes.items():
+        assert old.replace("__", ": ") in text
+        text = text.replace(old.replace("__", ": "), new)
+    cfg = tmp_path / name
+    cfg.write_text(text, encoding="utf-8")
+    return cfg
+
+
+_TAIL = "; it is not combined with this run (no patch is computed from it)"
+
+
+@pytest.mark.parametrize("evidence", ["graphs", "profile"])
+def test_other_model_dims_are_refused(run: Path, tmp_path: Path, evidence: str) -> None:
+    """A 32-layer config with another FFN width and vocabulary against a 2-layer run: no patch, exit 2."""
+    cfg = _edited(run, tmp_path, "other.yaml", **{"num_layers__2\n": "num_layers: 32\n",
+                                                  "intermediate_size__11000": "intermediate_size: 13000",
+                                                  "vocab_size__32002": "vocab_size: 64000"})
+    proc = _advisor("fix", "--config", cfg.name, f"--{evidence}", str(run / evidence), "--diff", "--unsafe-fixes",
+                    cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout == ""  # no diff: nothing was computed from the config
+    lines = [line for line in proc.stderr.splitlines() if "disagrees" in line or line.startswith("advisor fix")]
+    said = "other.yaml: error: {} disagrees: the config other.yaml says {}, but {}" + _TAIL
+    if evidence == "graphs":
+        assert lines == [
+            said.format("the layer count", "num_layers 32", "the IR dumps hold 2 decoder layers (rank 0: layer 0, "
+                        "rank 5: layer 1; the output head follows layer 1 in rank_5/21_validate_0076.ir)"),
+            said.format("the FFN width", "intermediate_size 13000", "the feed_forward.w2 weights in "
+                        "rank_0/21_validate_0076.ir are 5500 wide per rank, with model parallel 2"),
+            said.format("the vocabulary size", "vocab_size 64000", "the embedding/lm_head weights in "
+                        "rank_5/21_validate_0076.ir have 16001 rows; the embedding/lm_head weights in "
+                        "rank_0/21_validate_0076.ir have 32002 rows"),
+            "advisor fix: not fixing other.yaml: it does not belong to the run given (see above)",
+        ]
+    else:  # the kernels' scopes and shapes
+        assert lines == [
+            said.format("the layer count", "num_layers 32", "the kernels hold 2 decoder layers (rank 0: layer 0, "
+                        "rank 7: layer 1; the output head follows layer 1 in the kernels of rank 7)"),
+            said.format("the FFN width", "intermediate_size 13000", "the feed_forward.w2 MatMul kernels of rank 0 "
+                        "are 5500 wide per rank, with model parallel 2"),
+            said.format("the vocabulary size", "vocab_size 64000", "the lm_head MatMul kernels of rank 7 output "
+                        "16001 logits per token"),
+            "advisor fix: not fixing other.yaml: it does not belong to the run given (see above)",
+        ]
+
+
+def _mismatches(paths: list[Path], cfg: Path) -> list[str]:
+    session = Session(paths, SessionOptions(config=cfg, jobs=1), host=load_plugins(autoload=False))
+    session.analyze(select=["MD001"])
+    return [m.message(cfg.name) for m in session.mismatches]
+
+
+def test_head_count_where_the_ir_shows_it(run: Path, tmp_path: Path) -> None:
+    cfg = _edited(run, tmp_path, "heads.yaml", num_heads__32="num_heads: 48")
+    assert _mismatches([run / "graphs"], cfg) == [
+        "the attention head count disagrees: the config heads.yaml says num_heads 48, but FlashAttentionScore's "
+        "head_num in rank_0/21_validate_0076.ir is 16 per rank, with model parallel 2" + _TAIL,
+        "the attention width disagrees: the config heads.yaml says num_heads 48 × head_dim 128 = 6144, but the "
+        "attention.wo weights in rank_0/21_validate_0076.ir are 2048 wide per rank, with model parallel 2" + _TAIL,
+    ]
+    # kernels show no head count, but the width the heads make
+    assert _mismatches([run / "profile"], cfg) == [
+        "the attention width disagrees: the config heads.yaml says num_heads 48 × head_dim 128 = 6144, but the "
+        "attention.wo MatMul kernels of rank 0 are 2048 wide per rank, with model parallel 2" + _TAIL,
+    ]
+
+
+def test_layout_is_checked_against_the_ir_alone(run: Path, tmp_path: Path) -> None:
+    """With --graphs only (no profiler_metadata.json), the pipeline stages and the slicing the IR shows."""
+    pp1 = _edited(run, tmp_path, "pp1.yaml", data_parallel__2="data_parallel: 4", pipeline_stage__2="pipeline_stage: 1")
+    proc = _advisor("fix", "--config", pp1.name, "--graphs", str(run / "graphs"), "--diff", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert ("pp1.yaml: error: the parallel layout disagrees: the config pp1.yaml says pipeline_stage 1, but the IR "
+            "dumps hold at least 2 pipeline stages (rank 0: layer 0, rank 5: layer 1)" + _TAIL) in proc.stderr.splitlines()
+    mp1 = _edited(run, tmp_path, "mp1.yaml", data_parallel__2="data_parallel: 4", model_parallel__2="model_parallel: 1")
+    assert _mismatches([run / "graphs"], mp1) == [
+        "the parallel layout disagrees: the config mp1.yaml says model_parallel 1, but the feed_forward.w2 weights in "
+        "rank_0/21_validate_0076.ir are 5500 wide, 1/2 of intermediate_size 11000 (model parallel 2)" + _TAIL]
+    few = _edited(run, tmp_path, "four.yaml", data_parallel__2="data_parallel: 1")
+    assert _mismatches([run / "graphs"], few) == [
+        "the device count disagrees: the config four.yaml says 4 devices (dp × mp × pp), but the IR dumps have a "
+        "rank_7 folder" + _TAIL]
+
+
+def test_a_pipelined_config_against_a_one_stage_ir(tmp_path: Path) -> None:
+    clean = tmp_path / "clean"
+    simulate_scenario("clean", clean, layers=2, steps=1, ranks=2, ground_truth=False)  # dp1 × mp2 × pp1
+    text = (clean / "config" / "clean.yaml").read_text(encoding="utf-8")
+    cfg = tmp_path / "pp2.yaml"
+    cfg.write_text(text.replace("pipeline_stage: 1", "pipeline_stage: 2"))  # 1 × 2 × 2: 4 devices, ranks 0-1 seen
+    assert _mismatches([clean / "graphs"], cfg) == [
+        "the parallel layout disagrees: the config pp2.yaml says pipeline_stage 2, but rank_0/21_validate_0076.ir "
+        "holds every decoder layer (layers 0–1) and the output head in one graph, with no Send/Receive (one pipeline "
+        "stage)" + _TAIL]
