@@ -49,9 +49,10 @@ def lint_command(configs: tuple[Path, ...], graphs: tuple[Path, ...], profiles: 
     mixed-precision settings that force casts, …) and, given a baseline --graphs
     or --profile from the last run, the checks that need one. Each finding points
     at file:line:column of the key. A directory lints every YAML file under it.
-    YAML files that are not training configs are skipped and named (so it can run
-    on every YAML of a pre-commit change); a file that is not valid YAML is an
-    error. With --fix, the
+    YAML files that are not training configs are skipped, each named on one line
+    (so it can run on every YAML of a pre-commit change); a file that is not valid
+    YAML is an input error (exit 2, and a failed run in SARIF) whatever else was
+    linted. With --fix, the
     safe patches are applied and the exit code is 1 when a file was changed (what
     pre-commit expects). Exit code: 0 nothing at or above --fail-on (default
     medium), 1 findings, 2 usage/input error.
@@ -77,16 +78,15 @@ def lint_command(configs: tuple[Path, ...], graphs: tuple[Path, ...], profiles: 
     not_configs: list[Path] = []
     unreadable = DiagnosticSink()
     err = stderr_console()
-    for cfg, given in _yaml_files(configs):
+    for cfg in _yaml_files(configs):
         probe = DiagnosticSink()
         if ConfigDocument.load(cfg, probe) is None:  # not YAML at all (or unreadable): an error, never a pass
             unreadable.extend(probe)
             continue
         if not looks_like_training_config(cfg):
-            not_configs.append(cfg)
-            if given or verbose:
-                err.print(f"{cfg}: skipped: not a MindFormers training config (no model/parallel_config/runner_config "
-                          "… sections)", style="dim", markup=False, soft_wrap=True)
+            not_configs.append(cfg)  # named, found in a folder or given: nothing passes unsaid
+            err.print(f"{cfg}: skipped: not a MindFormers training config (no model/parallel_config/runner_config "
+                      "… sections)", style="dim", markup=False, soft_wrap=True)
             continue
         session = Session([], SessionOptions(config=cfg, graphs=list(graphs), profiles=list(profiles), settings=settings), host=host)
         try:
@@ -112,6 +112,8 @@ def lint_command(configs: tuple[Path, ...], graphs: tuple[Path, ...], profiles: 
             merged.runs.extend(result.runs)
     if len(unreadable):
         sinks.append(unreadable)
+        if merged is not None:  # whatever else was linted, a config that could not be read is an input error
+            merged.diagnostics.extend(unreadable)
     if merged is None:
         # Nothing was checked: say so, and still write the (empty) report a workflow uploads.
         merged = AnalysisResult(findings=[], skipped=[], errors=[], diagnostics=list(unreadable),
@@ -286,21 +288,17 @@ def apply_fixes(config: Path, findings: list[Any], *, unsafe: bool, show_diff: b
     return 0
 
 
-def _yaml_files(paths: tuple[Path, ...]) -> list[tuple[Path, bool]]:
-    """The YAML files to lint: each file given, and every ``*.yaml``/``*.yml`` under a directory given.
-
-    The flag says whether the file was named itself (then a non-config is mentioned).
-    """
-    out: list[tuple[Path, bool]] = []
+def _yaml_files(paths: tuple[Path, ...]) -> list[Path]:
+    """The YAML files to lint: each file given, and every ``*.yaml``/``*.yml`` under a directory given."""
+    out: list[Path] = []
     for p in paths:
         if not p.exists():
             raise click.UsageError(f"{p}: file does not exist")
         if p.is_dir():
-            found = sorted(q for q in p.rglob("*") if q.suffix in (".yaml", ".yml") and q.is_file()
-                           and not any(part.startswith(".") for part in q.relative_to(p).parts))
-            out.extend((q, False) for q in found)
+            out.extend(sorted(q for q in p.rglob("*") if q.suffix in (".yaml", ".yml") and q.is_file()
+                              and not any(part.startswith(".") for part in q.relative_to(p).parts)))
         else:
-            out.append((p, True))
+            out.append(p)
     return out
 
 

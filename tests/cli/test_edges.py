@@ -81,6 +81,53 @@ def test_lint_broken_yaml_is_an_error(tmp_path: Path) -> None:
                                    "':' (while parsing a flow sequence)")
 
 
+_NOT_A_CONFIG = ": skipped: not a MindFormers training config (no model/parallel_config/runner_config … sections)"
+_BROKEN_LINE = (":3:16: error: training config is not valid YAML: expected ',' or ']', but got ':' (while parsing a "
+                "flow sequence)")
+
+
+@pytest.mark.parametrize("layout", ["folder", "arguments"])
+def test_lint_broken_yaml_beside_a_valid_config(real_data: Path, tmp_path: Path, layout: str) -> None:
+    """A config that does not parse is an input error whatever else was linted: exit 2, SARIF says the run failed."""
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    good = folder / "pretrain_llama2_7b.yaml"
+    good.write_bytes((real_data / "mindformers-configs" / "pretrain_llama2_7b.yaml").read_bytes())
+    bad = folder / "broken.yaml"
+    bad.write_text("model:\n  a: [1, 2\nparallel_config: {}\n")
+    targets = [str(folder)] if layout == "folder" else [str(good), str(bad)]
+    out = tmp_path / "lint.sarif"
+    proc = _advisor("lint", *targets, "--fail-on", "never", "--format", "sarif", "-o", str(out))
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"{bad}{_BROKEN_LINE}"]
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, SARIF_SCHEMA)
+    (inv,) = doc["runs"][0]["invocations"]
+    assert inv["executionSuccessful"] is False
+    assert inv["toolExecutionNotifications"] == [{
+        "level": "error",
+        "message": {"text": "training config is not valid YAML: expected ',' or ']', but got ':' (while parsing a "
+                            "flow sequence)"},
+        "descriptor": {"id": "yaml-syntax"},
+        "locations": [{"physicalLocation": {"artifactLocation": {"uri": str(bad)},
+                                             "region": {"startLine": 3, "startColumn": 16}}}],
+    }]
+    bad.unlink()  # the same lint without it: the valid config alone passes
+    proc = _advisor("lint", str(folder), "--fail-on", "never")
+    assert proc.returncode == 0 and proc.stderr == ""
+
+
+def test_lint_of_a_folder_names_every_yaml_it_skips(real_data: Path, tmp_path: Path) -> None:
+    """Without -v: a YAML in the folder that is not a training config gets one line, so nothing passes silently."""
+    (tmp_path / "pretrain_llama2_7b.yaml").write_bytes(
+        (real_data / "mindformers-configs" / "pretrain_llama2_7b.yaml").read_bytes())
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "workflow.yml").write_text("on: push\njobs: {}\n")
+    proc = _advisor("lint", str(tmp_path), "--fail-on", "never")
+    assert proc.returncode == 0
+    assert proc.stderr.splitlines() == [f"{tmp_path / 'ci' / 'workflow.yml'}{_NOT_A_CONFIG}"]
+
+
 def test_lint_of_no_config_still_writes_the_sarif(tmp_path: Path) -> None:
     other = tmp_path / "other.yaml"
     other.write_text("foo: 1\n")
