@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -35,16 +37,50 @@ def print_diagnostics(sink: DiagnosticSink, *, verbose: bool = False) -> None:
         err.print(d.render(), style=_STYLE[d.severity], markup=False, highlight=False, soft_wrap=True)
 
 
+def check_output_path(output: Path | None) -> None:
+    """Refuse an ``--output`` that cannot be written, before any work: one line naming the path (exit 2).
+
+    Beyond the directory existing and the permission bits, a file is really created (and removed)
+    beside it: some directories refuse files whatever their mode says (``/proc``, read-only mounts).
+    """
+    import click
+
+    if output is None:
+        return
+    parent = output.parent if str(output.parent) else Path(".")
+    if not parent.is_dir():
+        raise click.UsageError(f"--output {output}: directory {parent} does not exist")
+    if output.is_dir():
+        raise click.UsageError(f"--output {output} is a directory")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".probe", dir=parent)
+    except OSError as exc:
+        raise click.UsageError(f"--output {output}: cannot write in {parent}: {exc.strerror or exc}") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 def write_output(text: str, output: Path | None) -> None:
-    """Write a machine-format result to ``--output`` (atomically) or stdout."""
+    """Write a machine-format result to ``--output`` (atomically) or stdout.
+
+    A write that fails (disk full, the directory gone or read-only meanwhile) is one line naming
+    the path on stderr and exit 2; no partial file is left.
+    """
     if output is None:
         sys.stdout.write(text)
         if not text.endswith("\n"):
             sys.stdout.write("\n")
         return
     tmp = output.with_name(f".{output.name}.tmp{os.getpid()}")
-    tmp.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-    os.replace(tmp, output)
+    try:
+        tmp.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        os.replace(tmp, output)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        stderr_console().print(f"advisor: cannot write {output}: {exc.strerror or exc}", style="bold red",
+                               markup=False, highlight=False, soft_wrap=True)
+        raise SystemExit(2) from None
 
 
 def dump_json(data: Any) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from advisor_core.cli.common import stderr_console, stdout_console
-from advisor_core.cli.engine_cmds import _host, _settings, render
+from advisor_core.cli.engine_cmds import _host, _settings, check_output_flags, render
 
 DEFAULT_SCENARIO = "kitchen-sink"
 
@@ -41,6 +41,9 @@ def demo_command(scenario: str, keep: Path | None, fmt: str, no_fixes: bool, see
     from advisor_core.simulate import SimulationInputError, simulate_scenario
 
     err = stderr_console()
+    settings = _settings(None)
+    host = _host(False, (), settings)
+    check_output_flags(host, fmt, None)  # a mistyped --format is refused before the simulation
     tmp = None
     if keep is None:
         tmp = tempfile.mkdtemp(prefix="advisor-demo-")
@@ -56,8 +59,6 @@ def demo_command(scenario: str, keep: Path | None, fmt: str, no_fixes: bool, see
         w = sim.workload
         err.print(f"simulated {scenario}: {w.world} rank(s) (dp {w.dp} x mp {w.mp} x pp {w.pp}), "
                   f"{sim.model.steps} steps, {w.layers} layers -> {out}", markup=False, highlight=False, soft_wrap=True)
-        settings = _settings(None)
-        host = _host(False, (), settings)
         session = Session([out], SessionOptions(settings=settings), host=host)
         result = session.analyze()
         ctx = RenderContext(inputs=result.inputs, fail_on="never", show_fixes=not no_fixes, show_skipped=verbose)

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from advisor_core.cli.common import print_diagnostics, stderr_console, stdout_console, write_output
+from advisor_core.cli.common import check_output_path, print_diagnostics, stderr_console, stdout_console, write_output
 from advisor_core.engine.findings import Severity
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -92,14 +92,7 @@ def check_output_flags(host: Any, fmt: str, output: Path | None) -> None:
     formats = host.formats()
     if fmt not in formats:
         raise click.UsageError(f"unknown --format {fmt!r}; available: {', '.join(sorted(formats))}")
-    if output is not None:
-        parent = output.parent if str(output.parent) else Path(".")
-        if not parent.is_dir():
-            raise click.UsageError(f"--output {output}: directory {parent} does not exist")
-        if output.is_dir():
-            raise click.UsageError(f"--output {output} is a directory")
-        if not os.access(parent, os.W_OK):
-            raise click.UsageError(f"--output {output}: directory {parent} is not writable")
+    check_output_path(output)
 
 
 def render(result: Any, host: Any, fmt: str, output: Path | None, ctx: Any) -> None:
@@ -177,8 +170,9 @@ def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs:
 
     if not session.profile_paths and not session.graph_paths and session.config_path is None:
         print_diagnostics(session.sink, verbose=verbose)  # each given path: why it holds nothing
-        stderr_console().print("advisor: nothing to analyse: no profiler output, IR dumps or training config found",
-                               markup=False, highlight=False)
+        if not session.sink.has_errors:  # else that line said it already: one line per problem
+            stderr_console().print("advisor: nothing to analyse: no profiler output, IR dumps or training config "
+                                   "found", markup=False, highlight=False)
         raise SystemExit(EXIT_ERROR)
     err = stderr_console()
     started = time.perf_counter()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import click
 
-from advisor_core.cli.common import dump_json, print_diagnostics, stdout_console, write_output
+from advisor_core.cli.common import check_output_path, dump_json, print_diagnostics, stdout_console, write_output
 from advisor_core.diagnostics import DiagnosticSink
 
 
@@ -30,6 +31,7 @@ def inspect_command(paths: tuple[Path, ...], fmt: str, output: Path | None, no_i
     from advisor_core.inspect import diagnostic_json, inspect_run
     from advisor_core.model.run import load_run
 
+    check_output_path(output)
     sink = DiagnosticSink()
     scan = DiagnosticSink()
     classified = classify_inputs(list(paths), scan)  # where things are; load_run says what is wrong with them
@@ -50,15 +52,14 @@ def inspect_command(paths: tuple[Path, ...], fmt: str, output: Path | None, no_i
         report["diagnostics"] = [diagnostic_json(d) for d in sink]
     if fmt == "json":
         write_output(dump_json(report), output)
-    else:
+    elif not nothing:  # nothing found: the error line on stderr says so, stdout stays empty
+        from advisor_core.report.inspect_text import render_inspect
+
         if output is not None:
-            with open(output, "w", encoding="utf-8") as fh:
-                from advisor_core.report.inspect_text import render_inspect
-
-                render_inspect(report, stdout_console(fh))
+            buf = io.StringIO()
+            render_inspect(report, stdout_console(buf))
+            write_output(buf.getvalue(), output)
         else:
-            from advisor_core.report.inspect_text import render_inspect
-
             render_inspect(report, stdout_console())
     print_diagnostics(sink, verbose=verbose)
     raise SystemExit(2 if (sink.has_errors or nothing) else 0)

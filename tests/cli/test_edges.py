@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import jsonschema
@@ -41,21 +40,76 @@ def test_fix_with_a_missing_config() -> None:
 def test_analyze_a_missing_path() -> None:
     proc = _advisor("analyze", "/nonexistent")
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.splitlines() == [
-        "/nonexistent: error: path does not exist",
-        "advisor: nothing to analyse: no profiler output, IR dumps or training config found",
-    ]
+    assert proc.stderr.splitlines() == ["/nonexistent: error: path does not exist"]  # one line per problem
 
 
-def test_output_and_format_refused_before_any_work(clean: Path) -> None:
-    t = time.perf_counter()
-    proc = _advisor("analyze", str(clean), "--format", "json", "-o", "/nonexistent/dir/r.json")
-    assert proc.returncode == 2 and proc.stderr == (
+def test_inspect_a_missing_path() -> None:
+    proc = _advisor("inspect", "/nonexistent")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == ["/nonexistent: error: path does not exist"]
+
+
+class _WorkStarted(Exception):
+    """Raised by the stand-ins for the simulation and the analysis: work began."""
+
+
+@pytest.fixture
+def work(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The simulation and the analysis replaced by stand-ins that count their calls (and stop there)."""
+    import advisor_core.simulate
+    from advisor_core.engine.session import Session
+
+    calls: list[str] = []
+
+    def started(name: str):  # type: ignore[no-untyped-def]
+        def stand_in(*args, **kwargs):  # type: ignore[no-untyped-def]
+            calls.append(name)
+            raise _WorkStarted(name)
+        return stand_in
+
+    monkeypatch.setattr(Session, "analyze", started("analyze"))
+    monkeypatch.setattr(advisor_core.simulate, "simulate_scenario", started("simulate"))
+    monkeypatch.setenv("ADVISOR_WIDTH", "200")
+    monkeypatch.setenv("ADVISOR_DISABLE_PLUGIN_AUTOLOAD", "1")
+    return calls
+
+
+def test_output_and_format_refused_before_any_work(clean: Path, work: list[str], capsys, tmp_path: Path) -> None:
+    from advisor_core.cli import main
+
+    assert main(["analyze", str(clean), "--format", "json", "-o", "/nonexistent/dir/r.json"]) == 2
+    assert main(["analyze", str(clean), "--format", "htm"]) == 2
+    assert main(["demo", "--format", "htm"]) == 2
+    assert main(["analyze", str(clean), "--format", "sarif", "-o", "/proc/x.sarif"]) == 2  # exists, refuses files
+    assert main(["inspect", str(clean), "-o", "/proc/x.txt"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[:3] == [
         "advisor analyze: error: --output /nonexistent/dir/r.json: directory /nonexistent/dir does not exist "
-        "(see 'advisor analyze --help')\n")
-    proc = _advisor("analyze", str(clean), "--format", "htm")
-    assert proc.returncode == 2 and proc.stderr.startswith("advisor analyze: error: unknown --format 'htm'; available: ")
-    assert time.perf_counter() - t < 10  # no analysis ran
+        "(see 'advisor analyze --help')",
+        "advisor analyze: error: unknown --format 'htm'; available: github, html, json, markdown, sarif, text "
+        "(see 'advisor analyze --help')",
+        "advisor demo: error: unknown --format 'htm'; available: github, html, json, markdown, sarif, text "
+        "(see 'advisor demo --help')",
+    ]
+    # the reason is the system's: ENOENT as root, EACCES otherwise
+    assert err[3].startswith("advisor analyze: error: --output /proc/x.sarif: cannot write in /proc: ")
+    assert err[4].startswith("advisor inspect: error: --output /proc/x.txt: cannot write in /proc: ")
+    assert len(err) == 5 and work == []  # nothing was simulated or analysed
+    # the stand-ins do count: the same commands with good flags start the work
+    assert main(["demo", "--format", "json"]) == 2
+    assert main(["analyze", str(clean), "--format", "json", "-o", str(tmp_path / "r.json")]) == 2
+    assert work == ["simulate", "analyze"]
+
+
+def test_a_write_that_fails_after_the_analysis_is_one_line(tmp_path: Path, capsys) -> None:
+    from advisor_core.cli.common import write_output
+
+    gone = tmp_path / "gone" / "r.json"  # the directory went away while the analysis ran
+    with pytest.raises(SystemExit) as exc:
+        write_output("{}", gone)
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == f"advisor: cannot write {gone}: No such file or directory\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_open_session_on_a_wrong_path_raises() -> None:
