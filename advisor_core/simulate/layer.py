@@ -416,7 +416,13 @@ class _LayerBuilder:
         return n
 
     def gather_full(self, key: str, t: TType, prefix: str, where: list[Node], phase: str, tag: str) -> tuple[str, TType]:
-        """AllGather on axis 0 + Split + Concat: the sharded last axis made whole."""
+        """AllGather on axis 0 + Split + Concat: the sharded last axis made whole.
+
+        As MindSpore's ``InsertRedistribution`` writes it: the Split's tuple output is taken
+        apart by one ``TupleGetItem`` per piece and packed by a ``MakeTuple`` for the Concat
+        (``InsertMakeTuple`` in ``step_parallel``); those two carry no instance name and launch
+        no kernel.
+        """
         mp = self.w.mp
         gathered = TType((t.shape[0] * mp,) + t.shape[1:], t.dtype)
         full = TType(t.shape[:-1] + (t.shape[-1] * mp,), t.dtype)
@@ -427,7 +433,13 @@ class _LayerBuilder:
                               [Arg(ref=ag.key), lit("I64(0)", "Int64"), lit(f"I64({mp})", "Int64")], [gathered, None, None], t,
                               where, phase, [("axis", "I64(0)"), ("output_num", f"I64({mp})")],
                               self.ctx.vector("Split", [gathered], t, out_count=mp), out_tuple=mp, instance=phase == "fwd")
-        cc = self.redist_node("Concat", f"{tag}.concat", prefix, [Arg(ref=sp.key), lit(f"I64({len(t.shape) - 1})", "Int64")],
+        ir = sp.ir
+        items = [self.add(Node(self.key(f"{tag}.getitem{i}"), "TupleGetItem", prefix, phase, self.l,
+                               [Arg(ref=sp.key), lit(f"I64({i})", "Int64")], [t, None], t, ir=ir, frontend_prim=False),
+                          where) for i in range(mp)]
+        mt = self.add(Node(self.key(f"{tag}.maketuple"), "MakeTuple", prefix, phase, self.l, [Arg(ref=n.key) for n in items],
+                           [t] * mp, t, ir=ir, frontend_prim=False, out_tuple=mp), where)
+        cc = self.redist_node("Concat", f"{tag}.concat", prefix, [Arg(ref=mt.key), lit(f"I64({len(t.shape) - 1})", "Int64")],
                               [t, None], full, where, phase, [("axis", f"I64({len(t.shape) - 1})")],
                               self.ctx.vector("Concat", [gathered], full), instance=phase == "fwd")
         return cc.key, full

@@ -143,7 +143,8 @@ def render_stage_ir(g: StageGraph, mode: int, entry_id: int) -> str:
         if n.strategy and mode != BUILD:
             head += f" {{in_strategy: {n.strategy}}}"
         out.append(head)
-        host_in = [t.host() if t is not None else _scalar_host(a.scalar or "Int64") for t, a in zip(n.in_types, n.args)]
+        host_in = [_host_out(by_key[a.ref]) if a.ref in by_key and by_key[a.ref].out_tuple > 1  # a tuple operand (Split, MakeTuple)
+                   else t.host() if t is not None else _scalar_host(a.scalar or "Int64") for t, a in zip(n.in_types, n.args)]
         out.append(f"      : ({', '.join(host_in)}) -> ({_host_out(n)})")
         if mode == BUILD and n.kernel is not None:
             dev_in = [_device(t, a) for t, a in zip(n.in_types, n.args)]

@@ -28,39 +28,87 @@ class Chain:
     ir: Any = None
 
 
+# Nodes that only route a value: MindSpore packs a Split's pieces for the Concat as
+# ``Split → TupleGetItem ×n → MakeTuple → Concat`` (``InsertMakeTuple`` in ``step_parallel``), and
+# orders nodes with ``Depend``/``UpdateState``. A chain is followed through them.
+_PLUMBING = {"TupleGetItem", "MakeTuple", "Depend", "Load"}
+_ORDER_ONLY = {"UpdateState"}
+
+
+def _is_redis(n: Any) -> bool:
+    return (n.instance_name or "").startswith("redistribution_op")
+
+
+# Ops that keep the layout of their input (no strategy of their own in the IR): the producer whose
+# layout the chain rearranges is found behind them (a Linear's output Reshape → its MatMul).
+_LAYOUT_KEEPING = {"Reshape", "Cast", "ExpandDims", "Squeeze", "Flatten"}
+
+
+def _sharded(node: Any, inputs: Any) -> Any:
+    """``node``, or the op behind its layout-keeping ops that carries a shard strategy (else ``node``)."""
+    p = node
+    for _ in range(8):
+        if p is None or p.strategy or p.primitive_attrs.get("in_strategy") is not None or p.op not in _LAYOUT_KEEPING:
+            break
+        ins = inputs(p)
+        p = ins[0] if ins else None
+    return p if p is not None and (p.strategy or p.primitive_attrs.get("in_strategy") is not None) else node
+
+
 def find_chains(ir: Any) -> tuple[dict[str, Chain], set[str]]:
-    """Redistribution chains by consumer cell path, and the kernel names of the graph's other nodes."""
+    """Redistribution chains by consumer cell path, and the kernel names of the graph's other nodes.
+
+    Producers and consumers are found through plumbing (:data:`_PLUMBING`): a ``Depend`` passes
+    its first operand only, ``UpdateState`` no data at all.
+    """
     nodes = list(ir.iter_nodes())
-    redis = [n for n in nodes if (n.instance_name or "").startswith("redistribution_op")]
-    others = {n.kernel_full_name for n in nodes if n.kernel_full_name and not (n.instance_name or "").startswith("redistribution_op")}
+    redis = [n for n in nodes if _is_redis(n)]
+    others = {n.kernel_full_name for n in nodes if n.kernel_full_name and not _is_redis(n)}
     if not redis:
         return {}, others
-    rset = {id(n) for n in redis}
+    operands: dict[int, list[Any]] = {}
     consumers: dict[int, list[Any]] = {}
     for n in nodes:
-        for ref in n.operand_refs:
-            p = ir.resolve(n, ref) if ref.kind == "node" else None
-            if p is not None and hasattr(p, "op"):
-                consumers.setdefault(id(p), []).append(n)
+        refs = n.operand_refs[:1] if n.op == "Depend" else ([] if n.op in _ORDER_ONLY else n.operand_refs)
+        ins = [p for p in (ir.resolve(n, r) for r in refs if r.kind == "node") if p is not None and hasattr(p, "op")]
+        operands[id(n)] = ins
+        for p in ins:
+            consumers.setdefault(id(p), []).append(n)
+
+    def through(start: Any, step: dict[int, list[Any]]) -> list[Any]:
+        """The nodes reached from ``start`` along ``step`` (operands or consumers), plumbing looked through."""
+        out, frontier, seen = [], list(step.get(id(start), [])), {id(start)}
+        while frontier:
+            nxt = []
+            for m in frontier:
+                if id(m) in seen:
+                    continue
+                seen.add(id(m))
+                if m.op in _PLUMBING and not _is_redis(m):
+                    nxt.extend(step.get(id(m), []))
+                elif m.op not in _ORDER_ONLY:
+                    out.append(m)
+            frontier = nxt
+        return out
+
     heads: list[tuple[Any, Any, list[Any]]] = []
     for n in redis:
-        prods = [ir.resolve(n, r) for r in n.operand_refs if r.kind == "node"]
-        prods = [p for p in prods if p is not None and hasattr(p, "op")]
-        if any(id(p) in rset for p in prods):
+        prods = through(n, operands)
+        if any(_is_redis(p) for p in prods):
             continue  # not the chain's head
         ops, frontier, consumer = [n], [n], None
         while frontier:
             nxt = []
             for m in frontier:
-                for c in consumers.get(id(m), []):
-                    if id(c) in rset:
+                for c in through(m, consumers):
+                    if _is_redis(c):
                         if c not in ops:
                             ops.append(c)
                             nxt.append(c)
-                    elif c.op not in ("Depend", "UpdateState", "MakeTuple", "TupleGetItem") and consumer is None:
+                    elif consumer is None:
                         consumer = c
             frontier = nxt
-        heads.append((next(iter(prods), None), consumer, ops))
+        heads.append((_sharded(next(iter(prods), None), lambda m: through(m, operands)), consumer, ops))
     # A chain slicing an op's output back (StridedSlice after the op) belongs to the chain
     # that gathered that op's inputs: one mismatched op, one finding.
     gathered = {id(c) for _, c, _ in heads if c is not None}
