@@ -80,6 +80,29 @@ def test_sarif_validates_and_points_at_the_config_line(tmp_path):
     assert second["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "g.ir"
 
 
+def test_sarif_logical_locations_are_unique(tmp_path):
+    """Two profile places on one op (its forward and backward kernels) are one logical location (uniqueItems)."""
+    result, ctx = sample_result(tmp_path)
+    cfg_loc = result.findings[0].locations[0]
+    matmul = [Location(kind="profile", table="kernels", op="MatMulV3", rank=0, note=n) for n in ("forward", "backward")]
+    other = Location(kind="profile", table="kernels", op="TransData", rank=0)
+    with_config = result.findings[0].model_copy(update={"locations": [cfg_loc, *matmul, other]})
+    profile_only = result.findings[1].model_copy(update={"locations": [*matmul, other, matmul[0]]})
+    result.findings = [with_config, profile_only]
+    doc = json.loads(SarifFormat().render(result, ctx))
+    jsonschema.Draft4Validator(SARIF_SCHEMA).validate(doc)
+    first, second = doc["runs"][0]["results"]
+    assert first["locations"][0]["logicalLocations"] == [
+        {"fullyQualifiedName": "/train_dataset/num_parallel_workers", "kind": "member"},
+        {"fullyQualifiedName": "rank0/kernels/MatMulV3", "kind": "object"},
+        {"fullyQualifiedName": "rank0/kernels/TransData", "kind": "object"},
+    ]
+    assert second["locations"] == [{"logicalLocations": [
+        {"fullyQualifiedName": "rank0/kernels/MatMulV3", "kind": "object"},
+        {"fullyQualifiedName": "rank0/kernels/TransData", "kind": "object"},
+    ]}]
+
+
 def test_json_validates_against_the_documented_schema(tmp_path):
     result, ctx = sample_result(tmp_path)
     doc = json.loads(JsonFormat().render(result, ctx))
