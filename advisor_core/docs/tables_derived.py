@@ -117,6 +117,14 @@ _SOURCES: dict[str, dict[str, str]] = {
         "total_ms": "value of a type-0 line with sub_type 2",
         "timestamp_ms": "fifth field (host clock, ms) of the type-0 sub_type-0 line",
     },
+    "device_queue": {
+        "step": "1-based, in time order",
+        "node_name": "first field (`GetNext_dequeue_wait`); CSV `Node Name`",
+        "start_us": "second field; CSV `Start Time(us)` (GPU: ns ÷ 1000)",
+        "end_us": "third field; CSV `End Time(us)` (GPU: ns ÷ 1000)",
+        "wait_us": "`end_us − start_us`",
+        "queue_size": "fourth field; CSV `Queue Size` (0: the device queue was empty)",
+    },
 }
 
 # Columns whose reader gives Python objects (an empty sample cannot show it).
@@ -145,6 +153,7 @@ def _sample_inputs() -> dict[str, str]:
         "minddata_pipeline_summary_json": '{"op_ids": []}',
         "minddata_cpu_utilization": "{}",
         "device_queue_profiling": "0 0 1 1.0\n",
+        "minddata_aicpu": "node_name start_time end_time queue_size\nGetNext_dequeue_wait 1 2 0\n",
     }
 
 
@@ -219,6 +228,7 @@ def derived_table_lines(ld: Any, inputs: dict[str, list[tuple[str, Any]]], place
                 "host_avg_user_pct": "mean of `device_info.user_utilization`",
                 "host_avg_sys_pct": "mean of `device_info.sys_utilization`",
                 "sampling_interval_ms": "`sampling_interval`",
+                "process_avg_cpu_pct": "mean of `process_info.user_utilization + sys_utilization` (% of one core)",
             }),
             "",
         ]

@@ -110,6 +110,9 @@ class MinddataCpuInfo(BaseModel):
     host_avg_user_pct: float | None = None
     host_avg_sys_pct: float | None = None
     sampling_interval_ms: float | None = None
+    # The training process's own CPU (user + sys of /proc/<pid>/stat, % of one core: 150 = 1.5 cores), all its
+    # threads — the pipeline's thread workers among them, not worker processes (python_multiprocessing).
+    process_avg_cpu_pct: float | None = None
 
 
 def _parse_int_list(text: Any) -> list[int]:
@@ -381,8 +384,22 @@ def read_cpu_utilization(path: Path, sink: DiagnosticSink) -> tuple[pd.DataFrame
         host_avg_user_pct=mean(dev.get("user_utilization")),
         host_avg_sys_pct=mean(dev.get("sys_utilization")),
         sampling_interval_ms=data.get("sampling_interval") if isinstance(data.get("sampling_interval"), (int, float)) else None,
+        process_avg_cpu_pct=_busy_mean((data.get("process_info") or {}).get("user_utilization"),
+                                       (data.get("process_info") or {}).get("sys_utilization")),
     )
     return frame, info
+
+
+def _busy_mean(user: Any, sys_: Any) -> float | None:
+    """Mean of user + sys over the samples both lists have."""
+    u = [float(v) if isinstance(v, (int, float)) else np.nan for v in (user or [])]
+    s = [float(v) if isinstance(v, (int, float)) else np.nan for v in (sys_ or [])]
+    n = min(len(u), len(s))
+    if not n:
+        return None
+    busy = np.asarray(u[:n]) + np.asarray(s[:n])
+    busy = busy[~np.isnan(busy)]
+    return float(busy.mean()) if len(busy) else None
 
 
 HOST_QUEUE_COLUMNS = ("step", "queue_size", "queue_capacity", "get_ms", "push_ms", "total_ms", "timestamp_ms")

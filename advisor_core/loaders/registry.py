@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from advisor_core.diagnostics import DiagnosticSink
 from advisor_core.discover.artifacts import ArtifactPattern
 from advisor_core.loaders import communication as comm
+from advisor_core.loaders import device_queue as dql
 from advisor_core.loaders import minddata as mdl
 from advisor_core.loaders import steps
 from advisor_core.loaders.csvtable import CsvTableSpec, count_rows, read_csv_table, read_header
@@ -193,6 +194,11 @@ def _read_host_queue(path: Path, kind: str, columns: Sequence[str] | None, sink:
     return None if df is None else LoadedTable(df)
 
 
+def _read_device_queue(path: Path, kind: str, columns: Sequence[str] | None, sink: DiagnosticSink) -> LoadedTable | None:
+    df = dql.read_device_queue(path, kind, sink)
+    return None if df is None else LoadedTable(df)
+
+
 # -- the SQLite export ---------------------------------------------------------------------------------------------
 
 PROFILER_DB = ("profiler_db",)
@@ -320,6 +326,8 @@ _TEXT_LOADERS: tuple[TableLoader, ...] = (
     ),
     TableLoader("minddata_cpu", "MindData CPU use", ("minddata_cpu_utilization",), ("op_id", "avg_sys_pct", "avg_user_pct", "avg_cpu_pct"), _read_cpu),
     TableLoader("host_queue", "host data queue", ("device_queue_profiling", "dataset_iterator_profiling"), mdl.HOST_QUEUE_COLUMNS, _read_host_queue),
+    TableLoader("device_queue", "device data queue (GetNext)", ("minddata_aicpu", "aicpu_mi", "minddata_getnext_profiling"),
+                dql.DEVICE_QUEUE_COLUMNS, _read_device_queue, doc=dql.__doc__ or ""),
     _csv_loader(OPERATOR_MEMORY, ("operator_memory",)),
     _csv_loader(MEMORY_RECORD, ("memory_record",)),
     _csv_loader(NPU_MODULE_MEM, ("npu_module_mem",)),

@@ -1,8 +1,10 @@
-"""Host CPU cores one device's data pipeline may use: option, settings, else the host's cores over its devices."""
+"""Host CPU one device's data pipeline may use: the cores (option, settings, else the host's cores over its devices)
+and what the training process's own threads and other processes already take of them."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,57 @@ def cores_per_device(ctx: RuleContext, rank: Any, cores_option: int | None) -> t
     why = (f"{cores} host cores / {per_host} NPUs per {device} server" if slots and per_host == slots
            else f"{cores} host cores / {per_host} device(s) per host")
     return max(1, int(cores) // per_host), why
+
+
+@dataclass(frozen=True)
+class HostCpu:
+    """What the training process takes of one device's host cores (cores, from the profile).
+
+    ``minddata_cpu_utilization`` samples the training process (``process_info``: all its
+    threads, % of one core) and each pipeline op's threads (``op_info``). The training
+    process's own threads — MindSpore's runtime launching the step, the Python loop; on the
+    CPU backend the step itself — use ``process − pipeline`` cores. A worker added to the
+    pipeline competes with them for the device's cores: the job's CPU work per step must fit
+    on those cores whatever the workers.
+    """
+
+    cores: int  # cores per device: the bound on workers
+    process_cores: float  # the training process, all threads (pipeline thread workers included)
+    pipeline_cores: float  # the pipeline ops' threads
+
+    @property
+    def training_cores(self) -> float:
+        """The training process's own threads outside the pipeline ops."""
+        return max(self.process_cores - self.pipeline_cores, 0.0)
+
+    @property
+    def own_cores(self) -> float:
+        """CPU this device's job uses: its process, or its pipeline when worker processes sit outside it."""
+        return max(self.process_cores, self.pipeline_cores)
+
+    def cpu_bound_step_us(self, step_us: float) -> float:
+        """The shortest step the CPU allows: the job's CPU per step (own cores × step) over the device's cores.
+
+        More workers change how the pipeline's CPU work is spread, not how much there is: the
+        pipeline's and the training process's work per step must still fit on the cores.
+        """
+        return self.own_cores * step_us / self.cores
+
+    def describe(self) -> str:
+        return (f"the training process uses {self.process_cores:.2f} of the {self.cores} core(s) "
+                f"({self.pipeline_cores:.2f} in the pipeline's ops, {self.training_cores:.2f} in its own threads)")
+
+
+def host_cpu(ctx: RuleContext, rank: Any, cores_option: int | None) -> HostCpu | None:
+    """The host CPU picture of ``rank`` (see :class:`HostCpu`); ``None`` without the process's CPU samples."""
+    cores, _ = cores_per_device(ctx, rank, cores_option)
+    info = rank.record("minddata_cpu") if rank.has_table("minddata_cpu") else None
+    process = getattr(info, "process_avg_cpu_pct", None)
+    if not cores or process is None:
+        return None
+    ops = rank.table("minddata_cpu")
+    pipeline = float(ops["avg_cpu_pct"].fillna(0.0).sum()) / 100.0 if ops is not None and not ops.empty else 0.0
+    return HostCpu(int(cores), float(process) / 100.0, pipeline)
 
 
 def device_type(rank: Any) -> str | None:

@@ -116,34 +116,42 @@ class MinddataBottleneck(Rule):
         if ctx.run is None or not list(ctx.run):
             yield from config_only(self, ctx)
             return
-        best: tuple[float, Any, Wait, Bottleneck | None] | None = None
+        best: tuple[float, Any, Wait] | None = None
         no_evidence: list[int] = []
-        keeps_up: list[tuple[int, float, float]] = []  # rank, wait µs, share %
+        keeps_up: list[tuple[int, float, float, Wait]] = []  # rank, wait µs, share %, the wait
         for rank in ctx.run:
             wait = data_wait(ctx, rank, self.options.empty_queue_share)
-            bott = find_bottleneck(rank, self.options.full_usage, self.options.empty_usage)
             if wait.wait_us is None:
                 no_evidence.append(rank.rank_id)
                 continue
             share = 100.0 * wait.wait_us / wait.step_us if wait.step_us else 0.0
             if share < self.options.min_wait_share_pct:
-                keeps_up.append((rank.rank_id, wait.wait_us, share))
+                keeps_up.append((rank.rank_id, wait.wait_us, share, wait))
                 continue
             if best is None or wait.wait_us > best[0]:
-                best = (wait.wait_us, rank, wait, bott)
+                best = (wait.wait_us, rank, wait)
         if best is None:
             ctx.skip(self._quiet_reason(no_evidence, keeps_up))
             return
-        yield finding(self, ctx, *best[1:])
+        _, rank, wait = best
+        bott = find_bottleneck(rank, self.options.full_usage, self.options.empty_usage, wait)
+        yield finding(self, ctx, rank, wait, bott)
 
-    def _quiet_reason(self, no_evidence: list[int], keeps_up: list[tuple[int, float, float]]) -> str:
-        """One sentence for all ranks: the worst wait stands for the rest."""
+    def _quiet_reason(self, no_evidence: list[int], keeps_up: list[tuple[int, float, float, Wait]]) -> str:
+        """One sentence for all ranks: the worst wait stands for the rest (with the warm-up it left out)."""
         notes = []
         if keeps_up:
-            rank, wait_us, share = max(keeps_up, key=lambda t: t[1])
+            rank, wait_us, share, wait = max(keeps_up, key=lambda t: t[1])
             who = f"rank {rank}" if len(keeps_up) == 1 else f"{len(keeps_up)} ranks"
-            notes.append(f"the pipeline keeps up on {who} (largest data wait {wait_us:.0f} µs = {share:.1f}% of the "
-                         f"step, on rank {rank}; below {self.options.min_wait_share_pct}%)")
+            note = (f"the pipeline keeps up on {who} (largest data wait {wait_us:.0f} µs = {share:.1f}% of the "
+                    f"step, on rank {rank}; below {self.options.min_wait_share_pct}%")
+            if wait.empty_share is not None:
+                note += (f"; the queue feeding the device was empty in {100 * wait.empty_share:.0f}% of the steady steps"
+                         + (f", under the {100 * self.options.empty_queue_share:.0f}% that means data-bound"
+                            if wait.empty_share < self.options.empty_queue_share else ""))
+            if wait.warmup:
+                note += f"; {wait.warmup}: those waits are start-up, not a pipeline that cannot keep up"
+            notes.append(note + ")")
         if no_evidence:
             ranks = ", ".join(map(str, no_evidence[:8])) + (", …" if len(no_evidence) > 8 else "")
             notes.append(f"no step-level evidence of waiting for data on rank(s) {ranks}")
