@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from advisor_core.cli.common import stderr_console, stdout_console
+from advisor_core.cli.common import print_wrapped, stderr_console, stdout_console
 from advisor_core.cli.engine_cmds import _host, _settings, check_output_flags, render
 
 DEFAULT_SCENARIO = "kitchen-sink"
@@ -57,8 +57,8 @@ def demo_command(scenario: str, keep: Path | None, fmt: str, no_fixes: bool, see
             err.print(f"advisor demo: {exc}", markup=False, highlight=False, soft_wrap=True)
             raise SystemExit(2) from None
         w = sim.workload
-        err.print(f"simulated {scenario}: {w.world} rank(s) (dp {w.dp} x mp {w.mp} x pp {w.pp}), "
-                  f"{sim.model.steps} steps, {w.layers} layers -> {out}", markup=False, highlight=False, soft_wrap=True)
+        print_wrapped(err, f"simulated {scenario}: {w.world} rank(s) (dp {w.dp} x mp {w.mp} x pp {w.pp}), "
+                           f"{sim.model.steps} steps, {w.layers} layers -> {out}", hang="  ")
         session = Session([out], SessionOptions(settings=settings), host=host)
         result = session.analyze()
         ctx = RenderContext(inputs=result.inputs, fail_on="never", show_fixes=not no_fixes, show_skipped=verbose)
@@ -78,13 +78,13 @@ def _print_truth(expected: dict[str, Any], result: Any) -> None:
     con = stdout_console()
     problems = expected.get("problems", [])
     con.print()
-    con.print(f"Ground truth ({len(problems)} injected problem(s), cost measured by re-simulating with each fixed):",
-              style="bold", markup=False, highlight=False)
+    print_wrapped(con, f"Ground truth ({len(problems)} injected problem(s), cost measured by re-simulating with "
+                       "each fixed):", style="bold")
     found = 0
     for p in problems:
         f = next((f for f in result.findings if matches(p, f)), None)
         found += f is not None
         estimate = "not found" if f is None else f"advisor estimates {(f.saving_us or 0) / 1000:.2f} ms"
-        con.print(f"  {p['id']:<28} {p['cost_us_per_step'] / 1000:8.2f} ms/step   {estimate}",
-                  markup=False, highlight=False, soft_wrap=True)
+        print_wrapped(con, f"{p['id']:<28} {p['cost_us_per_step'] / 1000:8.2f} ms/step   {estimate}", lead="  ",
+                      hang=" " * 31)
     con.print(f"found {found} of {len(problems)}", markup=False, highlight=False)

@@ -12,7 +12,14 @@ from typing import Any
 
 import click
 
-from advisor_core.cli.common import check_output_path, print_diagnostics, stderr_console, stdout_console, write_output
+from advisor_core.cli.common import (
+    check_output_path,
+    print_diagnostics,
+    stderr_console,
+    stdout_console,
+    wrap_text,
+    write_output,
+)
 from advisor_core.engine.findings import Severity
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -264,15 +271,18 @@ def explain_command(code: str, no_plugins: bool, plugin_flags: tuple[str, ...], 
     if match is None:
         raise click.UsageError(f"no rule {code!r}; `advisor rules` lists them")
     cls = match.cls
-    out = [f"{cls.code} {cls.name} — {cls.summary}", ""]
-    out.append(f"plugin: {match.plugin.label()}   default severity: {cls.severity.value}   fix: {cls.fix_availability}")
-    out.append(f"evidence (any of): {cls.requires.describe()}")
+    width = stdout_console().width  # the header lines are laid out for it; the help page keeps its own layout
+    out = [wrap_text(f"{cls.code} {cls.name} — {cls.summary}", width, hang="  "), ""]
+    out.append(wrap_text(f"plugin: {match.plugin.label()}   default severity: {cls.severity.value}   "
+                         f"fix: {cls.fix_availability}", width, hang="  "))
+    out.append(wrap_text(f"evidence (any of): {cls.requires.describe()}", width, hang="  "))
     fields = cls.Options.model_fields
     if fields:
-        out.append("options ([rules." + cls.code + "] in advisor.toml, [tool.advisor.rules." + cls.code + "] in pyproject.toml):")
+        out.append(wrap_text(f"options ([rules.{cls.code}] in advisor.toml, [tool.advisor.rules.{cls.code}] in "
+                             "pyproject.toml):", width, hang="  "))
         for name, fi in fields.items():
             desc = f" — {fi.description}" if fi.description else ""
-            out.append(f"  {name} = {fi.default!r}{desc}")
+            out.append(wrap_text(f"{name} = {fi.default!r}{desc}", width, lead="  ", hang="    "))
     out.append("")
     out.append(cls.help_text())
     sys.stdout.write("\n".join(out) + "\n")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from advisor_core.cli.common import stderr_console, stdout_console
+from advisor_core.cli.common import print_wrapped, stderr_console, stdout_console
 
 
 @click.command("simulate")
@@ -39,8 +39,9 @@ def simulate_command(scenario: str | None, out: Path | None, list_scenarios: boo
     from advisor_core.simulate import SCENARIOS, SimulationInputError, simulate_scenario
 
     if list_scenarios:
+        con = stdout_console()
         for sc in SCENARIOS.values():
-            click.echo(f"{sc.name:<26} {sc.description}")
+            print_wrapped(con, sc.description, lead=f"{sc.name:<26} ", hang=" " * 27)
         return
     if not scenario:
         raise click.UsageError("missing SCENARIO (see advisor simulate --list)")
@@ -54,12 +55,12 @@ def simulate_command(scenario: str | None, out: Path | None, list_scenarios: boo
         raise SystemExit(2) from None
     con = stdout_console()
     w = result.workload
-    con.print(f"{scenario}: {w.world} rank(s) (dp {w.dp} x mp {w.mp} x pp {w.pp}), {result.model.steps} step(s), "
-              f"{w.layers} layer(s) -> {out}", markup=False, highlight=False)
-    con.print(f"mean step time {result.mean_step_time_us / 1000:.3f} ms, peak memory "
-              f"{max(result.peak_memory_bytes.values()) / 2**30:.2f} GiB, data gap {result.gap_us / 1000:.3f} ms",
-              markup=False, highlight=False)
+    print_wrapped(con, f"{scenario}: {w.world} rank(s) (dp {w.dp} x mp {w.mp} x pp {w.pp}), {result.model.steps} "
+                       f"step(s), {w.layers} layer(s) -> {out}", hang="  ")
+    print_wrapped(con, f"mean step time {result.mean_step_time_us / 1000:.3f} ms, peak memory "
+                       f"{max(result.peak_memory_bytes.values()) / 2**30:.2f} GiB, data gap {result.gap_us / 1000:.3f} ms",
+                  hang="  ")
     for p in result.problems:
         mem = f", {p['memory_bytes'] / 2**20:.1f} MiB" if p.get("memory_bytes") else ""
-        con.print(f"  {p['code']} {p['id']}: {p['cost_us_per_step'] / 1000:.3f} ms/step{mem}  {p['title']}",
-                  markup=False, highlight=False, soft_wrap=True)
+        print_wrapped(con, f"{p['code']} {p['id']}: {p['cost_us_per_step'] / 1000:.3f} ms/step{mem}  {p['title']}",
+                      lead="  ", hang="      ")

@@ -71,46 +71,64 @@ class TextFormat:
                 _print_stacked(title, rows, console)
             for i, f in enumerate(result.findings, 1):
                 console.print()
-                console.print(Text(f"[{i}] {f.code} {f.rule}: {f.title}", style="bold"))
-                console.print(f"{f.severity.value}; saving {_saving(f)} per step, confidence {f.confidence:.2f}",
-                              markup=False, highlight=False, style="dim")
-                console.print(f.message, markup=False, highlight=False)
+                _wrapped(console, f"[{i}] {f.code} {f.rule}: {f.title}", style="bold")
+                _wrapped(console, f"{f.severity.value}; saving {_saving(f)} per step, confidence {f.confidence:.2f}",
+                         style="dim")
+                _wrapped(console, f.message)
                 if f.memory_delta_bytes is not None:
-                    console.print(f"peak memory per rank if fixed: {fmt_bytes(f.memory_delta_bytes)}")
+                    _wrapped(console, f"peak memory per rank if fixed: {fmt_bytes(f.memory_delta_bytes)}")
                 if f.evidence:
                     ev = "; ".join(
                         f"{e.name}={fmt_value(e.value)}{(' ' + e.unit) if e.unit else ''}"
                         + (f" (threshold {e.threshold})" if e.threshold is not None else "")
                         for e in f.evidence[:8]
                     )
-                    console.print(f"evidence: {ev}", markup=False, highlight=False, style="dim")
+                    _wrapped(console, f"evidence: {ev}", style="dim")
                 for loc in f.locations[:4]:
-                    console.print(f"  at {location_text(loc, ctx)}", markup=False, highlight=False, style="dim")
+                    _wrapped(console, location_text(loc, ctx), lead="  at ", hang="     ", style="dim")
                 if len(f.locations) > 4:
-                    console.print(f"  … and {len(f.locations) - 4} more location(s) (--format json lists them)",
-                                  style="dim")
+                    _wrapped(console, f"  … and {len(f.locations) - 4} more location(s) (--format json lists them)",
+                             hang="    ", style="dim")
                 if ctx.show_fixes:
                     for p in f.patches:
-                        console.print(f"  fix ({p.safety.value}): {p.title}", markup=False, highlight=False)
-                        if p.diff:
+                        _wrapped(console, f"  fix ({p.safety.value}): {p.title}", hang="    ")
+                        if p.diff:  # raw: a wrapped diff would not apply
                             console.print(p.diff.rstrip("\n"), markup=False, highlight=False, soft_wrap=True)
                         for n in p.notes:
-                            console.print(f"  note: {n}", markup=False, highlight=False, style="dim")
+                            _wrapped(console, f"  note: {n}", hang="    ", style="dim")
         else:
             console.print("No findings.")
         if result.skipped and ctx.show_skipped:
             console.print()
             console.print(Text(f"{len(result.skipped)} rule(s) reported nothing:", style="bold"))
             for s in result.skipped:
-                console.print(f"  {s.code} {s.name}: {s.reason}", markup=False, highlight=False)
+                _wrapped(console, f"  {s.code} {s.name}: {s.reason}", hang="    ")
         elif result.skipped:
             console.print()
-            console.print(f"{len(result.skipped)} rule run(s) reported nothing (-v lists them with the reason).", style="dim")
+            _wrapped(console, f"{len(result.skipped)} rule run(s) reported nothing (-v lists them with the reason).",
+                     style="dim")
         if result.errors:
             console.print()
             console.print(Text(f"{len(result.errors)} error(s):", style="bold red"))
             for e in result.errors:
-                console.print(f"  {e.message}", markup=False, highlight=False)
+                _wrapped(console, f"  {e.message}", hang="    ")
+
+
+def _wrapped(console: Console, text: str, *, lead: str = "", hang: str = "", style: str = "") -> None:
+    """``lead`` + ``text`` wrapped at spaces to the console's width, continuation lines indented by ``hang``.
+
+    A word is never cut: a ``file:line``, a scope or a pointer longer than the line overflows it
+    whole (the terminal folds it, a pipe or a file keeps it), where rich would fold it mid-token;
+    ``lead`` stays on the line of the first word.
+    """
+    width = max(console.width, 40)
+    lines: list[str] = []
+    for n, para in enumerate(text.split("\n")):
+        wrapped = textwrap.wrap(para, width=width, initial_indent=lead if n == 0 else hang, subsequent_indent=hang,
+                                break_long_words=False, break_on_hyphens=False) or [""]
+        # a word that fits the line only without the indent gets the whole line
+        lines += [wrapped[0]] + [w.lstrip() if len(w) > width >= len(w.lstrip()) else w for w in wrapped[1:]]
+    console.print(Text("\n".join(lines), style=style), soft_wrap=True)
 
 
 MIN_TITLE_WIDTH = 30  # narrower than this, the table gives way to one block per finding

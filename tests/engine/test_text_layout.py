@@ -11,7 +11,7 @@ from rich.console import Console
 
 from advisor_core.engine.plugins import load_plugins
 from advisor_core.engine.session import Session, SessionOptions
-from advisor_core.report.base import RenderContext, primary_location_text
+from advisor_core.report.base import RenderContext, location_text, primary_location_text
 from advisor_core.report.formats import MIN_TITLE_WIDTH, TextFormat
 from advisor_core.simulate import simulate_scenario
 
@@ -55,3 +55,44 @@ def test_wide_terminals_get_the_table_narrow_ones_the_blocks(result) -> None:  #
     narrow = _render(result, 80)
     assert "┃" not in narrow.split("\n\n[1]")[0]
     assert re.match(r"  1 [A-Z]{2}\d{3} (high|medium|low)  ", narrow.splitlines()[1])
+
+
+def _blocks(detail: str) -> list[list[str]]:
+    """The detail section cut into one list of lines per finding (from its ``[i]`` line)."""
+    blocks: list[list[str]] = []
+    for line in detail.splitlines():
+        if re.match(r"\[\d+\] ", line):
+            blocks.append([])
+        if blocks:
+            blocks[-1].append(line)
+    return blocks
+
+
+def _shown_locations(block: list[str]) -> list[str]:
+    """Each ``  at …`` entry of a finding's block, its wrapped lines joined again."""
+    entries: list[list[str]] = []
+    for line in block:
+        if line.startswith("  at "):
+            entries.append([line])
+        elif entries and line.strip() and not line.startswith(("  … and", "  fix", "  note")):
+            entries[-1].append(line)
+        elif entries:
+            break
+    return [" ".join(" ".join(e).split()) for e in entries]
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_detail_lines_fit_and_never_cut_a_word(result, width: int) -> None:  # type: ignore[no-untyped-def]
+    """Below the table: every line fits unless it is one word longer than the line; every location whole."""
+    text = _render(result, width)
+    detail = text[text.index("\n\n[1]") + 2:]
+    for line in detail.splitlines():  # too long only as one word, with its "at" when it is a location
+        words = line.split()
+        assert len(line) <= width or len(words) == 1 or (len(words) == 2 and words[0] == "at"), (width, line)
+    blocks = _blocks(detail)
+    assert len(blocks) == len(result.findings)
+    for f, block in zip(result.findings, blocks):
+        assert " ".join(" ".join(block).split()).startswith(" ".join(f"[{len(blocks[:blocks.index(block)]) + 1}] "
+                                                                     f"{f.code} {f.rule}: {f.title}".split()))
+        wanted = [" ".join(f"at {location_text(loc, RenderContext())}".split()) for loc in f.locations[:4]]
+        assert _shown_locations(block) == wanted, (width, f.code)

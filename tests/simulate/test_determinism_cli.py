@@ -51,7 +51,7 @@ def test_another_seed_changes_jitter_only(tmp_path):
 def test_list_prints_every_scenario():
     res = _run(["--list"])
     assert res.exit_code == 0
-    lines = res.output.strip().splitlines()
+    lines = [ln for ln in res.output.strip().splitlines() if not ln.startswith(" ")]  # wrapped lines are indented
     assert [ln.split()[0] for ln in lines] == list(SCENARIOS)
     assert all(len(ln.split(None, 1)) == 2 for ln in lines)
 
