@@ -64,8 +64,10 @@ def _time_span(rank: Rank) -> dict[str, Any] | None:
 
 def _steps(rank: Rank) -> dict[str, Any] | None:
     w = step_windows(rank)
-    if w is not None:
-        return {"count": len(w), "ids": [int(s) for s in w["step"]], "source": _steps_source(rank)}
+    cut = w.attrs.get("source", "ProfilerStep") if w is not None else None
+    if w is not None and cut != "kernel_details Step ID":  # that one is said below, as the kernels' step_id
+        return {"count": len(w), "ids": [int(s) for s in w["step"]],
+                "source": _steps_source(rank) if cut == "ProfilerStep" else str(cut)}
     if rank.has_table("kernels") and "step_id" in (rank.columns("kernels") or []):
         k = rank.table("kernels", ["step_id"])
         if k is not None and k["step_id"].notna().any():

@@ -4,8 +4,9 @@ Evidence, best first:
 
 1. ``step_trace_time.csv`` with one row per step (torch_npu, simulator) or the
    legacy syscnt step trace;
-2. ``trace_view.json``: ``ProfilerStep#<n>`` events give the step windows and
-   ``Overlap Analysis`` events (threads ``Computing``, ``Communication``,
+2. ``trace_view.json``: ``ProfilerStep#<n>`` events give the step windows (without them,
+   as MindSpore writes it, the kernels' ``Step ID`` or their repeated sequence:
+   :func:`step_windows`) and ``Overlap Analysis`` events (threads ``Computing``, ``Communication``,
    ``Communication(Not Overlapped)``, ``Free``) are summed inside each window;
    ``preparing_us`` = first device task start − step start (compute kernels of the
    kernel table; the trace's ``Ascend Hardware`` events when there is none). Only these
@@ -60,12 +61,24 @@ _OVERLAP_THREADS = {
 
 
 def step_windows(rank: Rank) -> pd.DataFrame | None:
-    """``ProfilerStep#<n>`` windows from the trace: ``step``, ``start_ns``, ``end_ns`` (computed once per rank)."""
+    """Step windows ``step``, ``start_ns``, ``end_ns`` (computed once per rank); ``None`` when nothing tells the steps apart.
+
+    ``ProfilerStep#<n>`` events from the trace; without them (MindSpore writes none) the kernel
+    table's ``Step ID`` or its repeated kernel sequence (:mod:`.kernel_steps`). ``attrs["source"]``
+    says which.
+    """
     return rank.cached("step_windows", lambda: _step_windows(rank))
 
 
 def _step_windows(rank: Rank) -> pd.DataFrame | None:
-    ev = rank.table("step_events", ["name", "ph", "ts_ns", "dur_us", "process_name"])
+    from advisor_core.analyses.kernel_steps import kernel_step_windows
+
+    w = _profiler_step_windows(rank)
+    return w if w is not None else kernel_step_windows(rank)
+
+
+def _profiler_step_windows(rank: Rank) -> pd.DataFrame | None:
+    ev = rank.table("step_events", ["name", "ph", "ts_ns", "dur_us", "process_name"]) if rank.has_table("step_events") else None
     if ev is None or ev.empty:
         return None
     names = ev["name"].astype("string")
@@ -82,23 +95,30 @@ def _step_windows(rank: Rank) -> pd.DataFrame | None:
     )
     w["end_ns"] = w["start_ns"] + np.round(w["dur_us"].fillna(0.0) * 1000).astype("int64")
     w = w.drop_duplicates("step").sort_values("start_ns").reset_index(drop=True)
-    return w[["step", "start_ns", "end_ns"]]
+    out = w[["step", "start_ns", "end_ns"]].copy()
+    out.attrs["source"] = "ProfilerStep"
+    return out
 
 
 def step_events_label(rank: Rank) -> str:
     """Where the step windows and overlap intervals came from, in words."""
     src = rank.table_source("step_events")
+    w = step_windows(rank)
+    cut = (w.attrs.get("source") if w is not None else None) or "ProfilerStep"
     if src is not None and src[1] == "profiler_db":
-        return f"{src[0].name} STEP_TIME + overlap of TASK intervals"
-    return "trace_view.json ProfilerStep + Overlap Analysis"
+        return f"{src[0].name} STEP_TIME + overlap of TASK intervals" if cut == "ProfilerStep" \
+            else f"steps from the {cut} + overlap of {src[0].name} TASK intervals"
+    return "trace_view.json ProfilerStep + Overlap Analysis" if cut == "ProfilerStep" \
+        else f"steps from the {cut} + trace_view.json Overlap Analysis"
 
 
 def _from_trace(rank: Rank) -> pd.DataFrame | None:
     windows = step_windows(rank)
-    if windows is None:
+    if windows is None or not rank.has_table("step_events"):
         return None
     ev = rank.table("step_events", ["name", "ph", "ts_ns", "dur_us", "process_name", "thread_name"])
-    assert ev is not None
+    if ev is None or ev.empty:
+        return None
     oa = ev[(ev["process_name"] == "Overlap Analysis") & (ev["ph"] == "X") & ev["ts_ns"].notna()]
     if oa.empty:
         return None

@@ -52,8 +52,11 @@ __all__ = [
 
 
 def simulate_scenario(name: str, out=None, *, config=None, ranks=None, steps=None, layers=None, seed=0,  # type: ignore[no-untyped-def]
-                      sets=(), hardware=None, force=False, ground_truth=True, export="text") -> SimulationResult:
-    """Run a registered scenario (``--config`` replaces its config; its faults still apply)."""
+                      sets=(), hardware=None, force=False, ground_truth=True, export="text",
+                      profiler_steps=None) -> SimulationResult:
+    """Run a registered scenario (``--config`` replaces its config; its faults still apply).
+
+    ``profiler_steps``: ``None`` takes the scenario's (see :func:`simulate`)."""
     for flag, value in (("--layers", layers), ("--steps", steps), ("--ranks", ranks)):
         if value is not None and value <= 0:
             raise SimulationInputError(f"{flag}: {value} is not a positive integer")
@@ -63,4 +66,5 @@ def simulate_scenario(name: str, out=None, *, config=None, ranks=None, steps=Non
     return simulate(cfg, hardware, faults, out, ranks, steps if steps is not None else default_steps,
                     layers if config is not None else None, seed,
                     sets=sets, force=force, name=name if config is None else "config", scenario=name,
-                    ground_truth=ground_truth, export=export)
+                    ground_truth=ground_truth, export=export,
+                    profiler_steps=get_scenario(name).profiler_steps if profiler_steps is None else profiler_steps)

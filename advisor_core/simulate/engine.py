@@ -249,7 +249,8 @@ EXPORTS = ("text", "db", "both")
 def simulate(config: Any, hardware: HardwareProfile | str | Path | None = None, faults: Iterable[Any] = (),
              out: str | Path | None = None, ranks: int | None = None, steps: int = 4, layers: int | None = None,
              seed: int = 0, *, sets: Iterable[str] = (), force: bool = False, name: str = "config",
-             scenario: str = "custom", ground_truth: bool = True, export: str = "text") -> SimulationResult:
+             scenario: str = "custom", ground_truth: bool = True, export: str = "text",
+             profiler_steps: bool = True) -> SimulationResult:
     """Simulate a MindFormers training config on the simulated Ascend backend.
 
     ``config``: a YAML path, YAML text, or mapping. ``hardware``: a :class:`HardwareProfile`, a
@@ -258,8 +259,10 @@ def simulate(config: Any, hardware: HardwareProfile | str | Path | None = None, 
     simulates without writing. ``ranks`` sets ``data_parallel`` to ``ranks / (mp · pp)``;
     ``layers`` sets the layer count; ``sets`` are ``key=value`` overrides (``hardware.*`` keys
     go to the hardware profile). ``export``: ``text`` (CSV/JSON, the default), ``db`` (the SQLite
-    export only, as MindSpore's ``export_type=[db]``) or ``both``. The same inputs always give
-    the same result and bytes.
+    export only, as MindSpore's ``export_type=[db]``) or ``both``. ``profiler_steps``: write
+    ``ProfilerStep#<n>`` trace events and the kernels' ``Step ID`` (torch_npu-style step marks); off,
+    the profile has neither, as MindSpore writes it at jit level O2 or without a schedule. The same
+    inputs always give the same result and bytes.
     """
     if export not in EXPORTS:
         raise SimulationInputError(f"--export: {export!r} is not one of {', '.join(EXPORTS)}")
@@ -273,7 +276,8 @@ def simulate(config: Any, hardware: HardwareProfile | str | Path | None = None, 
         out_path = Path(out)
         check_out_dir(out_path, force)
         expected = compute_gt(model, scenario=scenario, name=name) if ground_truth else None
-        result.files = write_outputs(out_path, model, name=name, expected=expected, export=export)
+        result.files = write_outputs(out_path, model, name=name, expected=expected, export=export,
+                                     profiler_steps=profiler_steps)
         result.out = out_path
         result.expected = expected
     return result

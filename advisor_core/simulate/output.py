@@ -114,7 +114,7 @@ def write_device_info(rdir: Path, device_id: int, hw) -> None:  # type: ignore[n
 
 
 def write_outputs(out: Path, model, *, name: str, expected: dict[str, Any] | None,  # type: ignore[no-untyped-def]
-                  export: str = "text") -> list[Path]:
+                  export: str = "text", profiler_steps: bool = True) -> list[Path]:
     prep = model.prep
     w, hw = prep.w, prep.hw
     files: list[Path] = []
@@ -146,11 +146,11 @@ def write_outputs(out: Path, model, *, name: str, expected: dict[str, Any] | Non
             lo, hi = rd.window
             write_profiler_info(rdir / f"profiler_info_{rank}.json", w, rank, device_id, 30000 + 17 * rank, model.steps, lo, hi)
             write_profiler_metadata(rdir / "profiler_metadata.json", w, rank, groups)
-            write_kernel_details(apo / "kernel_details.csv", rd, p.kernels, hw)
+            write_kernel_details(apo / "kernel_details.csv", rd, p.kernels, hw, step_id=profiler_steps)
             write_op_statistic(apo / "op_statistic.csv", rd, p.kernels)
             write_step_trace_time(apo / "step_trace_time.csv", rd, p.kernels)
             write_trace_view(apo / "trace_view.json", rd, p.kernels, ms_pid=30000 + 17 * rank, device_id=device_id,
-                             group_ids=gids, gap_ns=model.schedule.gap_ns)
+                             group_ids=gids, gap_ns=model.schedule.gap_ns, profiler_steps=profiler_steps)
             if rd.is_comm.any():
                 write_communication(apo, rd, p.kernels, gids, granks)
             minddata.sample(model.pipeline, hi - lo, model.seed, rank)

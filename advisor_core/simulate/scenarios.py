@@ -54,6 +54,7 @@ class Scenario:
     layers: int = 4
     steps: int = 3
     fusion_split: bool = True  # set all_reduce_fusion_config from the model's parameter list
+    profiler_steps: bool = True  # ProfilerStep events and kernel Step ID; off: as MindSpore writes (neither)
 
     def config(self, layers: int | None = None) -> CommentedMap:
         doc = base_config()
@@ -123,6 +124,10 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("allreduce-rearrangement",
                  "A shard-strategy override on feed_forward.mul forcing redistribution, and one unsplit gradient AllReduce",
                  _CLEAN, (StrategyMismatch(),), fusion_split=False),
+        Scenario("allreduce-rearrangement-ms-steps",
+                 "allreduce-rearrangement profiled the way MindSpore writes it: no ProfilerStep events, no kernel Step ID, "
+                 "one whole-run step_trace_time.csv row",
+                 _CLEAN, (StrategyMismatch(),), layers=2, fusion_split=False, profiler_steps=False),
         Scenario("recompute-ineffective",
                  "select_recompute ['feed_forward\\.mul', 'feed_forward\\.w1\\.activation']: blocked by the Reshape and a one-op cell",
                  _CLEAN + (("recompute_config.select_recompute", _SEED_RECOMPUTE),)),

@@ -108,7 +108,9 @@ def _node_tables(nodes: list[Node], hw: HardwareProfile) -> tuple[list[str], lis
     return pre, post, types
 
 
-def write_kernel_details(path: Path, rd: RankData, nodes: list[Node], hw: HardwareProfile) -> None:
+def write_kernel_details(path: Path, rd: RankData, nodes: list[Node], hw: HardwareProfile, step_id: bool = True) -> None:
+    """``kernel_details.csv``; without ``step_id`` the ``Step ID`` column is left out, as MindSpore does
+    without a schedule or at jit level O2."""
     pre, post, _ = _node_tables(nodes, hw)
     n = len(rd.node_idx)
     comm = rd.is_comm
@@ -123,7 +125,7 @@ def write_kernel_details(path: Path, rd: RankData, nodes: list[Node], hw: Hardwa
         w[1:] = np.maximum(0, rd.start[ci][1:] - ends[:-1])
         wait[ci] = w
     with open(path, "wb") as fh:
-        fh.write((KERNEL_HEADER + "\n").encode())
+        fh.write(((KERNEL_HEADER if step_id else KERNEL_HEADER.removeprefix("Step ID,")) + "\n").encode())
         for a in range(0, n, CHUNK):
             b = min(n, a + CHUNK)
             idx = rd.node_idx[a:b]
@@ -138,7 +140,8 @@ def write_kernel_details(path: Path, rd: RankData, nodes: list[Node], hw: Hardwa
                 first = pc.replace_with_mask(first, pa.array(cm), pa.array(names, type=pa.string()))
             task_txt = pc.if_else(pa.array(cm), lit_col("N/A"), int_text(task[a:b]))
             stream_txt = pc.if_else(pa.array(cm), lit_col("N/A"), lit_col(str(COMPUTE_STREAM)))
-            lines = join(int_text(rd.step[a:b].astype(np.int64) + 1), lit_col(",4294967295,"), task_txt, lit_col(","),
+            head = [int_text(rd.step[a:b].astype(np.int64) + 1), lit_col(",4294967295,")] if step_id else [lit_col("4294967295,")]
+            lines = join(*head, task_txt, lit_col(","),
                          stream_txt, lit_col(","), first, us_text(rd.start[a:b]), lit_col('\t",'), us_text(rd.dur[a:b]),
                          lit_col(","), us_text(wait[a:b]), lit_col(","), take_text(post, idx), lit_col("\n"))
             write_lines(fh, lines)

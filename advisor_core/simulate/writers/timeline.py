@@ -1,7 +1,8 @@
 """``trace_view.json`` (MindSpore ≥ 2.5 layers) and ``step_trace_time.csv`` from the same overlap sets.
 
 ``trace_view.json`` is a top-level array. Processes, found by ``process_name``: ``MindSpore``
-(``ProfilerStep#<n>`` events), ``CPU OP`` (the host ``GetNext`` waiting for data each step), ``Scope Layer`` (one event per decoder layer and micro batch),
+(``ProfilerStep#<n>`` events, unless ``profiler_steps`` is off — MindSpore itself writes none,
+torch_npu does), ``CPU OP`` (the host ``GetNext`` waiting for data each step), ``Scope Layer`` (one event per decoder layer and micro batch),
 ``Ascend Hardware`` (device kernels on ``Stream 2``), ``HCCL`` (one ``Group <name> Communication``
 thread per group; only when there is communication) and ``Overlap Analysis`` (threads
 ``Computing``, ``Communication``, ``Communication(Not Overlapped)``, ``Free``). ``ts`` and
@@ -114,12 +115,13 @@ def _x(name: str, pid: int, tid: int, ts: int, dur: int, args: dict | None = Non
 
 
 def write_trace_view(path: Path, rd: RankData, nodes: list[Node], *, ms_pid: int, device_id: int,
-                     group_ids: dict[str, str], gap_ns: int = 0) -> None:
-    """Write the trace (see module docstring). ``group_ids``: group kind (mp, dp, pp_next…) → group name."""
+                     group_ids: dict[str, str], gap_ns: int = 0, profiler_steps: bool = True) -> None:
+    """Write the trace (see module docstring). ``group_ids``: group kind (mp, dp, pp_next…) → group name;
+    ``profiler_steps``: write the ``ProfilerStep#<n>`` events."""
     small: list[dict | _Raw] = []
     small += _meta(ms_pid, "MindSpore", 1)
     small += _thread(ms_pid, ms_pid, f"Thread {ms_pid}", 0)
-    for st in range(len(rd.step_start)):
+    for st in range(len(rd.step_start) if profiler_steps else 0):
         small.append(_x(f"ProfilerStep#{st + 1}", ms_pid, ms_pid, int(rd.step_start[st]),
                         int(rd.step_end[st] - rd.step_start[st])))
     # host side: the dataset's GetNext waits for the device queue at the start of every step
