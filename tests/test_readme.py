@@ -47,3 +47,32 @@ def test_tour_covers_every_command() -> None:
 def test_documents_linked_from_the_readme_exist() -> None:
     links = re.findall(r"\]\(((?!https?:|#)[^)]+)\)", README)
     assert links and [p for p in links if not (ROOT / p).exists()] == []
+
+
+def _tool_output_lines() -> list[tuple[int, str]]:
+    """``(README line number, line)`` of every line the tool printed in the ```text blocks of the tour.
+
+    Left out: the commands the user types (``$ …``) and unified-diff lines (from ``--- a/`` to the
+    end of the hunk), which are printed raw because a wrapped diff would not apply.
+    """
+    out: list[tuple[int, str]] = []
+    in_text = in_diff = False
+    for n, line in enumerate(README.splitlines(), 1):
+        if line.startswith("```"):
+            in_text, in_diff = line == "```text" and not in_text, False
+            continue
+        if not in_text:
+            continue
+        if line.startswith("--- a/"):
+            in_diff = True
+        elif in_diff and not line.startswith((" ", "+", "-", "@@")):
+            in_diff = False
+        if not in_diff and not line.startswith("$ "):
+            out.append((n, line))
+    return out
+
+
+def test_tool_output_in_the_readme_fits_80_columns() -> None:
+    lines = _tool_output_lines()
+    assert len(lines) > 200  # the tour is there
+    assert [(n, len(line), line) for n, line in lines if len(line) > 80] == []

@@ -230,3 +230,41 @@ def test_sarif_of_every_scenario_validates(scenario: str, tmp_path: Path) -> Non
         doc = json.loads(out.read_text())
         jsonschema.validate(doc, SARIF_SCHEMA)
         assert doc["runs"][0]["invocations"][0]["executionSuccessful"] is True
+
+
+def test_simulate_explain_and_demo_lay_out_for_80_columns(tmp_path: Path, work: list[str], monkeypatch, capsys) -> None:
+    """Lines wrap at spaces to ADVISOR_WIDTH, continuation lines indented; no word is cut."""
+    from types import SimpleNamespace
+
+    import advisor_core.simulate
+    from advisor_core.cli import main
+
+    monkeypatch.setenv("ADVISOR_WIDTH", "80")
+    assert main(["simulate", "--list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[:2] == ["clean                      Llama2-7B dp2 x mp2: aligned dims, enough data",
+                          "                           workers, split gradient AllReduce, no recompute"]
+    assert main(["explain", "RC001"]) == 0
+    explained = capsys.readouterr().out.splitlines()
+    assert explained[2:6] == ["plugin: builtin-rules (ascend-advisor 0.1.0)   default severity: medium   fix:",
+                              "  sometimes",
+                              "evidence (any of): IR dump (final front-end graph, e.g. NN_validate_*.ir) or",
+                              "  config key recompute.select_recompute"]
+    fake = SimpleNamespace(workload=SimpleNamespace(world=8, dp=2, mp=2, pp=2, layers=4), model=SimpleNamespace(steps=3))
+    monkeypatch.setattr(advisor_core.simulate, "simulate_scenario", lambda *a, **k: fake)
+    keep = tmp_path / "a-directory-with-a-long-name-to-keep-the-simulated-run-in"
+    assert main(["demo", "--keep", str(keep)]) == 2  # the analysis stand-in stops it
+    err = capsys.readouterr().err.splitlines()
+    assert err[:2] == ["simulated kitchen-sink: 8 rank(s) (dp 2 x mp 2 x pp 2), 3 steps, 4 layers ->",
+                       f"  {keep}"]
+    for line in listed + explained[:10]:
+        assert len(line) <= 80, line
+    monkeypatch.setattr(advisor_core.simulate, "simulate_scenario", simulate_scenario)  # the real one, for its lines
+    assert main(["simulate", "cast-excess", "-o", str(tmp_path / "cast"), "--layers", "2", "--steps", "1",
+                 "--ranks", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert all(len(line) <= 80 for line in out), out
+    i = next(i for i, line in enumerate(out) if line.startswith("  CT001 CT001-rotary-fp32: "))
+    assert [line[:6] for line in out[i + 1:i + 3]] == ["      ", "      "]  # continuation lines are indented
+    assert " ".join(" ".join(out[i:i + 3]).split()).endswith(
+        "rotary_dtype float32 with compute_dtype float16 adds Cast pairs around the rotary embedding in every layer")
