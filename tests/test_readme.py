@@ -76,3 +76,20 @@ def test_tool_output_in_the_readme_fits_80_columns() -> None:
     lines = _tool_output_lines()
     assert len(lines) > 200  # the tour is there
     assert [(n, len(line), line) for n, line in lines if len(line) > 80] == []
+
+
+def test_rule_table_lists_every_builtin_rule_and_nothing_else() -> None:
+    from advisor_core.engine.plugins import load_plugins
+
+    table = README.split("| code | finds | evidence | fix |", 1)[1].split("\n\n", 1)[0]
+    listed = set()
+    for row in table.strip().splitlines()[1:]:
+        for item in row.split("|")[1].split(","):
+            first, _, last = item.strip().partition("–")
+            if last:  # a range: LC004–LC006
+                prefix = first[:2]
+                listed |= {f"{prefix}{n:03d}" for n in range(int(first[2:]), int(last[2:]) + 1)}
+            else:
+                listed.add(first)
+    builtin = {code for code, r in load_plugins(autoload=False).rules().items() if r.plugin.builtin}
+    assert listed == builtin

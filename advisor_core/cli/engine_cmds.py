@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
 import sys
 import time
 from pathlib import Path
@@ -253,8 +252,8 @@ def rules_command(fmt: str, no_plugins: bool, plugin_flags: tuple[str, ...], set
             for r in rows:
                 console.print(f"{r['code']:<7}{r['name']}  [{', '.join(r['tags'])}]", markup=False, highlight=False)
                 line = f"{r['summary']} ({r['severity']}; fix {r['fix']}; {r['plugin']})"
-                console.print(textwrap.fill(line, width=max(console.width, 40), initial_indent=" " * 7,
-                                            subsequent_indent=" " * 7), markup=False, highlight=False, soft_wrap=True)
+                console.print(wrap_text(line, console.width, lead=" " * 7, hang=" " * 7), markup=False,
+                              highlight=False, soft_wrap=True)
     _report_plugin_failures(host)
     raise SystemExit(EXIT_ERROR if host.failed else EXIT_OK)
 

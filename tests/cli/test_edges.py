@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -268,3 +269,49 @@ def test_simulate_explain_and_demo_lay_out_for_80_columns(tmp_path: Path, work: 
     assert [line[:6] for line in out[i + 1:i + 3]] == ["      ", "      "]  # continuation lines are indented
     assert " ".join(" ".join(out[i:i + 3]).split()).endswith(
         "rotary_dtype float32 with compute_dtype float16 adds Cast pairs around the rotary embedding in every layer")
+
+
+def test_rules_show_the_tags_select_accepts(monkeypatch, capsys) -> None:
+    from advisor_core.cli import main
+    from advisor_core.engine.plugins import load_plugins
+
+    monkeypatch.setenv("ADVISOR_DISABLE_PLUGIN_AUTOLOAD", "1")
+    rules = load_plugins(autoload=False).rules()
+    ct001 = rules["CT001"].cls
+    assert ct001.tags  # the rule has tags to show
+    monkeypatch.setenv("ADVISOR_WIDTH", "80")  # one entry per rule
+    assert main(["rules"]) == 0
+    narrow = capsys.readouterr().out.splitlines()
+    assert f"CT001  {ct001.name}  [{', '.join(ct001.tags)}]" in narrow
+    assert not any(line.rstrip().endswith("-") for line in narrow)  # no word cut at a hyphen
+    monkeypatch.setenv("ADVISOR_WIDTH", "200")  # the table
+    assert main(["rules"]) == 0
+    wide = capsys.readouterr().out.splitlines()
+    assert "tags" in next(line for line in wide if "┃ code" in line)
+    row = next(line for line in wide if "│ CT001 " in line)
+    assert [c.strip() for c in row.split("│")[1:4]] == ["CT001", ct001.name, ", ".join(ct001.tags)]
+
+
+def test_fix_profile_and_graphs_have_help(capsys) -> None:
+    from advisor_core.cli import main
+
+    assert main(["fix", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--profile PATH Profile directory of the run the config belongs to (analysed to find the patches)." in text
+    assert "--graphs PATH IR dump directory of that run (analysed to find the patches)." in text
+
+
+def test_demo_verbose_lists_the_rules_that_found_nothing(monkeypatch, capsys) -> None:
+    import advisor_core.simulate
+    from advisor_core.cli import main
+
+    small = lambda name, out, seed=0: simulate_scenario(name, out, seed=seed, layers=2, steps=1)  # noqa: E731
+    monkeypatch.setattr(advisor_core.simulate, "simulate_scenario", small)
+    monkeypatch.setenv("ADVISOR_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("ADVISOR_WIDTH", "100")
+    assert main(["demo", "clean", "-v", "--no-fixes"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(out) if line.endswith("rule(s) reported nothing:"))
+    skipped = [line for line in out[header + 1:] if re.match(r"  [A-Z]{2,3}\d{3} ", line)]
+    assert len(skipped) == int(out[header].split()[0]) and any(line.startswith("  CL001 slow-rank: ") for line in skipped)
+    assert not any("-v lists them" in line for line in out)
