@@ -60,3 +60,43 @@ def test_alignment_transdata_are_left_to_al001(runs: Path) -> None:
 def test_with_the_ir_there_is_no_triage(runs: Path) -> None:
     result = Session([runs / "cast-excess"], SessionOptions(jobs=1), host=HOST).analyze(select=["CT001"])
     assert result.findings and all("an IR dump would tell" not in f.title for f in result.findings)
+
+
+# What MindSpore's kernel_details writer drops at profiler_level Level0 (specs/ascend-profile-formats.md):
+# no shapes, dtypes or formats, so the kernel order cannot show a TransData sandwich or a converted weight.
+_LEVEL1_ONLY = ("Mix Block Dim", "HF32 Eligible", "Input Shapes", "Input Data Types", "Input Formats", "Output Shapes",
+                "Output Data Types", "Output Formats", "Context ID")
+
+
+def _as_level0(profile: Path) -> None:
+    import csv
+
+    for table in profile.glob("*/ASCEND_PROFILER_OUTPUT/kernel_details.csv"):
+        with open(table, newline="", encoding="utf-8") as fh:
+            rows = list(csv.reader(fh))
+        keep = [i for i, h in enumerate(rows[0]) if h not in _LEVEL1_ONLY]
+        with open(table, "w", newline="", encoding="utf-8") as fh:
+            csv.writer(fh).writerows([[row[i] for i in keep] for row in rows])
+
+
+def test_profile_with_much_transdata_gets_the_ct002_triage(tmp_path: Path) -> None:
+    """TransData at 6.6% of the step, a Level0 profile and no IR: CT002 says so and which dump to take."""
+    run = tmp_path / "transdata"
+    # seq_length 2048: the per-step weight conversions weigh more against the shorter compute
+    simulate_scenario("transdata-excess", run, layers=2, steps=1, ranks=2, ground_truth=False,
+                      sets=["model.model_config.seq_length=2048"])
+    full = [f.title for f in _analyze(run / "profile").findings if f.code == "CT002"]
+    assert full and not any("an IR dump would tell" in t for t in full)  # with formats, the groups themselves
+    _as_level0(run / "profile")
+    result = _analyze(run / "profile")
+    (f,) = [f for f in result.findings if f.code == "CT002"]
+    assert (f.severity.value, f.saving_us) == ("low", None)
+    assert f.title == "TransData kernels take 6.6% of the step (6.14 ms); an IR dump would tell which are redundant"
+    assert {e.name: e.value for e in f.evidence} == {"transdata_time_per_step": 6138.645, "transdata_share": 6.558,
+                                                    "conversion_share": 13.099, "transdata_launches_per_step": 144.0}
+    assert f.message.startswith("On rank 0, TransData kernels run 6.14 ms per step (144 launches), 6.6% of the "
+                                "93.61 ms step; Cast and TransData together 13.1%.")
+    assert "layers.N.feed_forward.w1 1.10 ms (2 layers)" in f.message
+    assert "MS_DEV_DUMP_IR_PASSES=graph_build keeps just graph_build_*.ir" in f.message
+    (loc,) = f.locations
+    assert loc.table == "kernels" and loc.rank == 0 and loc.op.endswith("/w2-Linear/TransData-op1/trans_TransData_11")
