@@ -69,10 +69,16 @@ class CastRoundTrip(_FaultBase):
 
 
 class NDFormatOp(_FaultBase):
-    """``op`` accepts only ND: TransData NZ→ND on its inputs and ND→NZ on its output, every layer."""
+    """``op`` accepts only ND: TransData NZ→ND on its inputs and ND→NZ on its output, every layer.
+
+    ``core="AI_CPU"``: the op has no AI-core kernel and falls back to AI_CPU (the usual reason an op accepts
+    only ND); its kernels, forward and backward, run on the AI_CPU stream, so in kernel order the TransData
+    pair around it is consecutive on the AI-core stream and the op sits on another stream between them.
+    """
 
     kind: Literal["nd_format_op"] = "nd_format_op"
     op: str = "feed_forward.mul"
+    core: Literal["AI_VECTOR_CORE", "AI_CPU"] = "AI_VECTOR_CORE"
 
 
 class ParamTransData(_FaultBase):

@@ -7,7 +7,13 @@ the CANN op type. HCCL kernels are named ``hcom_<op>__<seq>_<k>_1`` per launch (
 
 from __future__ import annotations
 
-__all__ = ["KERNEL_TABLE", "kernel_names", "HCCL_OPS"]
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from advisor_core.simulate.nodes import KernelSpec
+
+__all__ = ["KERNEL_TABLE", "kernel_names", "HCCL_OPS", "on_aicpu"]
 
 # prim → (device kernel name, CANN op type, accelerator core)
 KERNEL_TABLE: dict[str, tuple[str, str, str]] = {
@@ -54,3 +60,10 @@ HCCL_OPS = {"AllReduce": "allReduce", "AllGather": "allGather", "ReduceScatter":
 
 def kernel_names(prim: str) -> tuple[str, str, str]:
     return KERNEL_TABLE[prim]
+
+
+def on_aicpu(k: KernelSpec) -> KernelSpec:
+    """``k`` run by AI_CPU instead of an AI core: CANN names the kernel after its op type (``Mul``), one block, no
+    AI-core PMU counters; the duration is kept (an assumption: the cost model has no AI_CPU rate)."""
+    return replace(k, kernel=k.op_type, core="AI_CPU", block_dim=1, cube_fraction=0.0, vec_fraction=0.0,
+                   mte2_fraction=0.0)

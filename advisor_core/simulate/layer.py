@@ -26,6 +26,7 @@ from typing import Iterable
 from advisor_core.config.model_structure import Cell, LayerOp, LayerStructure
 from advisor_core.simulate.buildctx import BuildCtx
 from advisor_core.simulate.faults import CastRoundTrip, NDFormatOp, ParamTransData, StrategyMismatch
+from advisor_core.simulate.kernels import on_aicpu
 from advisor_core.simulate.nodes import BUILD, FRONT, PARALLEL, Arg, KernelSpec, Node, TType, lit, stable_hash
 from advisor_core.simulate.strategy import op_strategy, render_strategy, unsplit_strategy
 
@@ -118,6 +119,7 @@ class _LayerBuilder:
         self.uid_of: dict[str, str] = {}
         self.rc_ids: dict[str, int] = {}
         self.nd_ops = {f.op for f in self.faults if isinstance(f, NDFormatOp)}
+        self.aicpu_ops = {f.op for f in self.faults if isinstance(f, NDFormatOp) and f.core == "AI_CPU"}
         self.mismatch_ops = {f.op for f in self.faults if isinstance(f, StrategyMismatch)} if self.w.mp > 1 else set()
         self.roundtrips = [f for f in self.faults if isinstance(f, CastRoundTrip)]
         pt = [f for f in self.faults if isinstance(f, ParamTransData)]
@@ -660,4 +662,8 @@ def build_layer(ctx: BuildCtx, structure: LayerStructure, spec: LayerSpec, x_key
     b.build_recompute()
     b.build_backward()
     b.record_saved()
+    if b.aicpu_ops:  # an op that falls back to AI_CPU: its own kernels (forward, recompute, backward) run there
+        for n in (*b.g.fwd, *b.g.rc, *b.g.bwd):
+            if n.op_id in b.aicpu_ops and n.prim != "TransData" and n.kernel is not None and n.kernel.comm is None:
+                n.kernel = on_aicpu(n.kernel)
     return b.g

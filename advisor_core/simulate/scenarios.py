@@ -118,7 +118,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("cast-excess", "rotary_dtype float32 with float16 compute, plus a lossy fp32->fp16->fp32 Cast round trip in model code",
                  _CLEAN + (("model.model_config.rotary_dtype", "float32"),), (CastRoundTrip(),)),
         Scenario("transdata-excess", "An ND-only op inside an FRACTAL_NZ chain and weights converted by TransData every step",
-                 _CLEAN, (NDFormatOp(), ParamTransData())),
+                 _CLEAN, (NDFormatOp(core="AI_CPU"), ParamTransData())),  # the op falls back to AI_CPU: another stream
         Scenario("unaligned", "hidden 4100, intermediate 11000, vocab 32001: MatMuls off the 16 alignment (dp2, no model parallel)",
                  (("parallel_config.data_parallel", 2), ("runner_config.gradient_accumulation_steps", 4)) + _UNALIGNED),
         Scenario("allreduce-rearrangement",

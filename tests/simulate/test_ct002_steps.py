@@ -38,5 +38,8 @@ def test_weights_converted_in_step_one_only(scenario_runs, tmp_path):
         with open(kd, "w", newline="", encoding="utf-8") as fh:
             csv.writer(fh).writerows([header, *kept])
     once = _param_finding(run)
-    assert "by TransData in 1 of 2 profiled steps (step 1)" in once.title
-    assert once.saving_us < every.saving_us
+    assert once.title.startswith("14 weight(s) converted ND→FRACTAL_NZ by TransData in 1 of 2 profiled steps (step 1)")
+    # converted once, at the first use: told as a one-off, never ranked as a per-step saving (issue 11)
+    assert once.title.endswith(": a one-time conversion, not a per-step cost") and once.saving_us is None
+    one_time = {e.name: e.value for e in once.evidence}["one_time_conversion"]
+    assert abs(one_time / every.saving_us - 1) < 0.01  # step 1's conversions: one step's worth of the every-step run

@@ -24,7 +24,8 @@ from advisor_core.simulate.rankdata import RankData
 from advisor_core.simulate.workload import cann_dtype
 from advisor_core.simulate.writers.fastfmt import int_text, join, lit_col, take_text, us_text, write_lines
 
-__all__ = ["KERNEL_HEADER", "write_kernel_details", "write_op_statistic", "kernel_display_name", "COMPUTE_STREAM"]
+__all__ = ["KERNEL_HEADER", "write_kernel_details", "write_op_statistic", "kernel_display_name", "COMPUTE_STREAM",
+           "AICPU_STREAM", "kernel_stream"]
 
 KERNEL_HEADER = (
     "Step ID,Model ID,Task ID,Stream ID,Name,Type,OP State,Accelerator Core,Start Time(us),Duration(us),Wait Time(us),"
@@ -36,8 +37,16 @@ KERNEL_HEADER = (
     "aiv_icache_miss_rate,cube_utilization(%)"
 )
 COMPUTE_STREAM = 2
+# AI_CPU kernels run on a stream of their own beside the AI cores' (msprof-analyze's real sample: AI_CPU and DSA
+# kernels on stream 17 interleaved in time with the AI-core kernels of stream 16); HCCL rows carry no stream (N/A).
+AICPU_STREAM = 3
 CHUNK = 250_000
 _PMU_NA = ",".join(["N/A"] * 25)
+
+
+def kernel_stream(core: str) -> int:
+    """The Stream ID a device kernel of accelerator ``core`` runs on (communication kernels have none)."""
+    return AICPU_STREAM if core == "AI_CPU" else COMPUTE_STREAM
 
 
 def kernel_display_name(node: Node, seq: int | None = None) -> str:
@@ -88,13 +97,14 @@ def _pmu(node: Node, hw: HardwareProfile) -> str:
     return ",".join(out)
 
 
-def _node_tables(nodes: list[Node], hw: HardwareProfile) -> tuple[list[str], list[str], list[str]]:
-    """Per kernel node: ``Name,…,"`` (before the start time), the tail after Wait, and the Type."""
-    pre, post, types = [], [], []
+def _node_tables(nodes: list[Node], hw: HardwareProfile) -> tuple[list[str], list[str], list[str], list[str]]:
+    """Per kernel node: ``Name,…,"`` (before the start time), the tail after Wait, the Type and the Stream ID."""
+    pre, post, types, streams = [], [], [], []
     for n in nodes:
         k = n.kernel
         assert k is not None
         types.append(k.op_type)
+        streams.append("N/A" if k.comm is not None else str(kernel_stream(k.core)))
         if k.comm is not None:
             pre.append("")
             post.append("0,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A," + _PMU_NA)
@@ -105,13 +115,13 @@ def _node_tables(nodes: list[Node], hw: HardwareProfile) -> tuple[list[str], lis
         outs = _shapes([n.out] * n.out_tuple if n.out is not None else [])
         mix = str(hw.vector_core_count) if k.core == "MIX_AIC" else "0"
         post.append(f"{k.block_dim},{mix},NO,{ins[0]},{ins[1]},{ins[2]},{outs[0]},{outs[1]},{outs[2]},N/A,{_pmu(n, hw)}")
-    return pre, post, types
+    return pre, post, types, streams
 
 
 def write_kernel_details(path: Path, rd: RankData, nodes: list[Node], hw: HardwareProfile, step_id: bool = True) -> None:
     """``kernel_details.csv``; without ``step_id`` the ``Step ID`` column is left out, as MindSpore does
     without a schedule or at jit level O2."""
-    pre, post, _ = _node_tables(nodes, hw)
+    pre, post, _, streams = _node_tables(nodes, hw)
     n = len(rd.node_idx)
     comm = rd.is_comm
     # Task IDs and Wait Time count along the compute stream only.
@@ -139,7 +149,7 @@ def write_kernel_details(path: Path, rd: RankData, nodes: list[Node], hw: Hardwa
                     names.append(f"{kernel_display_name(node, int(rd.seq[a + j]))},{k.op_type},N/A,HCCL,\"")  # type: ignore[union-attr]
                 first = pc.replace_with_mask(first, pa.array(cm), pa.array(names, type=pa.string()))
             task_txt = pc.if_else(pa.array(cm), lit_col("N/A"), int_text(task[a:b]))
-            stream_txt = pc.if_else(pa.array(cm), lit_col("N/A"), lit_col(str(COMPUTE_STREAM)))
+            stream_txt = take_text(streams, idx)
             head = [int_text(rd.step[a:b].astype(np.int64) + 1), lit_col(",4294967295,")] if step_id else [lit_col("4294967295,")]
             lines = join(*head, task_txt, lit_col(","),
                          stream_txt, lit_col(","), first, us_text(rd.start[a:b]), lit_col('\t",'), us_text(rd.dur[a:b]),

@@ -25,7 +25,7 @@ import numpy as np
 from advisor_core.simulate.nodes import Node
 from advisor_core.simulate.rankdata import RankData
 from advisor_core.simulate.writers.fastfmt import int_text, join, lit_col, take_text, us_text, write_lines
-from advisor_core.simulate.writers.kernels import COMPUTE_STREAM
+from advisor_core.simulate.writers.kernels import AICPU_STREAM, COMPUTE_STREAM, kernel_stream
 
 __all__ = ["write_trace_view", "write_step_trace_time", "step_trace_values", "PIDS"]
 
@@ -135,6 +135,8 @@ def write_trace_view(path: Path, rd: RankData, nodes: list[Node], *, ms_pid: int
     small += _scope_layer_events(rd, nodes)
     small += _meta(PIDS["Ascend Hardware"], "Ascend Hardware", 10, labels=f"NPU {device_id}")
     small += _thread(PIDS["Ascend Hardware"], COMPUTE_STREAM, f"Stream {COMPUTE_STREAM}", COMPUTE_STREAM)
+    if any(n.kernel is not None and n.kernel.core == "AI_CPU" for n in nodes):
+        small += _thread(PIDS["Ascend Hardware"], AICPU_STREAM, f"Stream {AICPU_STREAM}", AICPU_STREAM)
     hccl_tid: dict[str, int] = {}
     if rd.is_comm.any():
         small += _meta(PIDS["HCCL"], "HCCL", 11, labels=f"NPU {device_id}")
@@ -174,8 +176,9 @@ def _write_kernel_events(fh, rd: RankData, nodes: list[Node]) -> None:  # type: 
     for n in nodes:
         k = n.kernel
         assert k is not None
-        head.append(f'{{"ph":"X","name":"{k.kernel}","pid":{pid},"tid":{COMPUTE_STREAM},"ts":"')
-        tail.append(f'","cat":"","args":{{"Model Id":4294967295,"Task Type":"{k.core}","Stream Id":{COMPUTE_STREAM},'
+        stream = kernel_stream(k.core)
+        head.append(f'{{"ph":"X","name":"{k.kernel}","pid":{pid},"tid":{stream},"ts":"')
+        tail.append(f'","cat":"","args":{{"Model Id":4294967295,"Task Type":"{k.core}","Stream Id":{stream},'
                     f'"Task Id":')
     ops = [f',"mindspore_op":"{n.full_name}"}}}},\n' for n in nodes]
     comp = np.flatnonzero(~rd.is_comm)

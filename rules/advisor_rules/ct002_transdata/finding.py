@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from advisor_core.engine import Evidence, Finding, Location, RuleContext
+from advisor_core.engine import Evidence, Finding, Location, RuleContext, Severity
 from advisor_rules._common import data_bound_effect, ir_location, severity_for_share, source_location, user_source
 from advisor_rules.ct002_transdata.groups import Group
 
@@ -12,31 +13,42 @@ if TYPE_CHECKING:  # pragma: no cover
     from advisor_rules.ct002_transdata.rule import TransDataExcess
 
 
-def steps_seen(rank: Any, kernel_names: list[str]) -> str:
+@dataclass(frozen=True)
+class StepsSeen:
+    """In which profiled steps a group's TransData kernels ran."""
+
+    text: str  # "on every step" | "in 1 of 3 profiled steps (step 1)"
+    one_off: bool = False  # only in the first profiled step of several: a one-time conversion, not per step
+    first: int | None = None
+
+
+def steps_seen(rank: Any, kernel_names: list[str]) -> StepsSeen:
     """``on every step``, or ``in 1 of 3 profiled steps (step 1)`` when the conversions ran in some steps only
-    (the op view's per-step counts: weights converted once, at the first step, are not a per-step cost)."""
+    (the op view's per-step counts). Conversions that ran only in the first profiled step of several are a
+    one-off: weights converted to their device format once, at their first use."""
     view = rank.op_view() if rank is not None and kernel_names else None
     if view is None or view.steps <= 1 or "steps_seen" not in view.ops:
-        return "on every step"
+        return StepsSeen("on every step")
     names = view.ops["name"].astype(str)
     wanted = list(dict.fromkeys(kernel_names))
     rows = view.ops[names.isin(wanted) | names.str.startswith(tuple(f"{k}/" for k in wanted))]
     if rows.empty:
-        return "on every step"
+        return StepsSeen("on every step")
     seen = int(rows["steps_seen"].max())
     if seen >= view.steps:
-        return "on every step"
+        return StepsSeen("on every step")
     first, last = int(rows["first_step"].min()), int(rows["last_step"].max())
     span = f"step {first}" if first == last else f"steps {first}–{last}"
-    return f"in {seen} of {view.steps} profiled steps ({span})"
+    steps = [s for s in view.step_ids if s is not None and s >= 0] or [first]
+    one_off = first == last == min(steps)
+    return StepsSeen(f"in {seen} of {view.steps} profiled steps ({span})", one_off, first)
 
 
 def finding(rule: TransDataExcess, ctx: RuleContext, g: Group, cost: float, step_us: float | None, rank: Any,
             micro: int) -> Finding | None:
     """The finding for one group (``None`` below ``min_share_pct``): cause, time, the consumer's source line, fix."""
     share = 100.0 * cost / step_us if step_us else None
-    if share is not None and share < rule.options.min_share_pct:
-        return None
+    one_off = False
     n_trans = len(g.trans) or len(g.kernel_names)
     layers = sorted(g.layers)
     in_layers = f" in {len(layers)} layer(s)" if layers else ""
@@ -53,8 +65,9 @@ def finding(rule: TransDataExcess, ctx: RuleContext, g: Group, cost: float, step
                "the gradient the same way)")
     elif g.kind == "param":
         cells = list(dict.fromkeys(weight_cell(p) for p in g.params))
-        when = steps_seen(rank, g.kernel_names or [n.kernel_full_name for n in g.trans if n.kernel_full_name])
-        title = (f"{len(g.params)} weight(s) converted {g.formats} by TransData {when}"
+        seen = steps_seen(rank, g.kernel_names or [n.kernel_full_name for n in g.trans if n.kernel_full_name])
+        one_off = seen.one_off
+        title = (f"{len(g.params)} weight(s) converted {g.formats} by TransData {seen.text}"
                  f"{in_layers} ({', '.join(cells[:4])}{', …' if len(cells) > 4 else ''})")
         why = ("each weight is stored in ND and re-laid-out for its MatMul at every use (forward and backward, "
                "every micro batch) instead of once")
@@ -65,6 +78,15 @@ def finding(rule: TransDataExcess, ctx: RuleContext, g: Group, cost: float, step
         title = f"TransData pairs that cancel out ({g.formats}){in_layers}"
         why = "a conversion is immediately undone"
         fix = "remove the op between them that requests the round trip"
+    if one_off:
+        # The weights' first use converts them to the device format once; later steps read them converted.
+        # Reported when that one time is a visible share of a step.
+        steps = rank.op_view().steps if rank is not None and rank.op_view() is not None else 1
+        if step_us and 100.0 * cost * steps / step_us < rule.options.min_share_pct:
+            return None
+        return one_off_finding(rule, ctx, g, cost, step_us, rank, seen)
+    if share is not None and share < rule.options.min_share_pct:
+        return None
     msg = [f"{n_trans} TransData conversion(s): {why}."]
     if g.kind == "param":
         msg.append(f"Weights: {', '.join(g.params[:6])}{', …' if len(g.params) > 6 else ''}.")
@@ -106,6 +128,56 @@ def finding(rule: TransDataExcess, ctx: RuleContext, g: Group, cost: float, step
         step_time_us=step_us,
         confidence=0.85 if g.measured else 0.55,
         evidence=evidence,
+        locations=locations,
+        tags=list(rule.tags),
+    )
+
+
+def one_off_finding(rule: TransDataExcess, ctx: RuleContext, g: Group, cost: float, step_us: float | None,
+                    rank: Any, seen: StepsSeen) -> Finding:
+    """Weights converted in the first profiled step only: their initial format conversion, told as such.
+
+    Not a steady-state saving (no later step converts them), so no saving is ranked; the time it took once
+    is in the message and the evidence.
+    """
+    view = rank.op_view() if rank is not None else None
+    steps = view.steps if view is not None else 1
+    once_us = cost * steps  # the group's kernels over the profile, all in that one step
+    names = g.kernel_names or [n.kernel_full_name for n in g.trans if n.kernel_full_name]
+    launches = int(view.ops.loc[view.ops["name"].isin(names), "count"].sum()) if view is not None else 0
+    launches = launches or len(g.trans) or len(g.kernel_names)
+    cells = list(dict.fromkeys(weight_cell(p) for p in g.params))
+    msg = (f"{launches} TransData conversion(s) of {len(g.params)} weight(s) "
+           f"({', '.join(g.params[:6])}{', …' if len(g.params) > 6 else ''}) ran {seen.text}: the weights are "
+           f"converted {g.formats} once, at their first use, and read in the device format afterwards. "
+           f"That took {once_us / 1000:.2f} ms once; it is not a per-step cost, so no saving is ranked "
+           "(averaged over the profiled steps it would read "
+           f"{cost:.1f} µs per step, which a longer run spreads thinner). Nothing to fix unless the run is "
+           "restarted often: converting the checkpoint's weights to FRACTAL_NZ ahead of time would save it.")
+    locations: list[Location] = []
+    for n in g.trans[:3] + g.culprit_nodes[:1]:
+        locations.append(ir_location(str(g.path), n))
+    if g.kernel_names and rank is not None:
+        src_file = rank.table_source("kernels")
+        locations.append(Location(kind="profile", path=str(src_file[0]) if src_file else None, table="kernels",
+                                  op=g.kernel_names[0], rank=rank.rank_id, note=f"step {seen.first} only"))
+    return Finding(
+        code=rule.code,
+        rule=rule.name,
+        title=(f"{len(g.params)} weight(s) converted {g.formats} by TransData {seen.text} ({', '.join(cells[:4])}"
+               f"{', …' if len(cells) > 4 else ''}): a one-time conversion, not a per-step cost"),
+        message=msg,
+        severity=Severity.LOW,
+        saving_us=None,
+        step_time_us=step_us,
+        confidence=0.85 if g.measured else 0.55,
+        evidence=[
+            Evidence(name="transdata_count", value=launches),
+            Evidence(name="one_time_conversion", value=round(once_us, 3), unit="µs", source=g.how),
+            Evidence(name="steps_seen", value=seen.text),
+            Evidence(name="formats", value=g.formats),
+            Evidence(name="weights", value=len(g.params)),
+        ],
         locations=locations,
         tags=list(rule.tags),
     )

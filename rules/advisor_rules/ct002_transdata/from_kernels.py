@@ -52,12 +52,27 @@ def _first_positions(view: Any) -> np.ndarray:
 
 
 def sandwiches(view: Any, first_pos: np.ndarray, unaligned: set[str]) -> dict[str, Group]:
-    """TransData special→ND, op X, TransData ND→special, adjacent in kernel order; grouped by X's cell path and type."""
+    """TransData special→ND, op X, TransData ND→special, in kernel order on their stream; grouped by X's cell path
+    and type.
+
+    Kernel order is each stream's own (the timeline's ``Stream ID``): HCCL kernels and AI_CPU/DSA kernels of
+    other streams start in between on a real device (msprof-analyze's sample: AI_CPU on stream 17 beside the
+    AI cores' 16, HCCL rows without a stream) and never break a sandwich; communication kernels never sit in one.
+    The three kernels are consecutive on one stream, or — X on another stream (an op that falls back to
+    AI_CPU) — the two TransData are consecutive on theirs and X is the one kernel that starts after the first
+    ends and ends before the second starts (the data dependence a → X → b). A profile without stream ids is
+    one stream.
+    """
     import numpy as np
     import pandas as pd
 
     ops = view.ops
-    seq = view.timeline.op.astype(np.int64)
+    tl = view.timeline
+    comm_op = ops["is_comm"].to_numpy(bool)
+    glob = np.flatnonzero(~comm_op[tl.op])  # non-communication kernels, by start
+    order = glob[np.argsort(tl.stream[glob], kind="stable")]  # per stream, each in start order
+    seq = tl.op[order].astype(np.int64)
+    strm = tl.stream[order]
     n = len(seq)
     if n < 3:
         return {}
@@ -66,27 +81,54 @@ def sandwiches(view: Any, first_pos: np.ndarray, unaligned: set[str]) -> dict[st
     fin_op, fout_op = fmt_codes[: len(ops)], fmt_codes[len(ops):]
     special = np.isin(fmt_names, list(SPECIAL_FORMATS))
     is_t, fin, fout = is_t_op[seq], fin_op[seq], fout_op[seq]
-    i = np.flatnonzero(is_t[:-2] & ~is_t[1:-1] & is_t[2:])
-    i = i[special[fin[i]] & (fout[i] == fin[i + 2]) & (fout[i + 2] == fin[i])]
     cell_blocked = ops["forward_cell"].isin(unaligned).to_numpy()  # conversions of an unaligned MatMul's cell: AL001
-    i = i[~cell_blocked[seq[i]] & ~cell_blocked[seq[i + 2]]]
+
+    def pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Positions ``a`` whose TransData leaves a special format that the TransData at ``b`` restores."""
+        keep = special[fin[a]] & (fout[a] == fin[b]) & (fout[b] == fin[a]) & (strm[a] == strm[b])
+        return keep & ~cell_blocked[seq[a]] & ~cell_blocked[seq[b]]
+
+    # X on the TransData's stream: three consecutive kernels
+    i = np.flatnonzero(is_t[:-2] & ~is_t[1:-1] & is_t[2:])
+    i = i[pairs(i, i + 2)]
+    x, b = seq[i + 1], seq[i + 2]
+    # X on another stream: two consecutive TransData, and one kernel elsewhere strictly between them in time
+    j = np.flatnonzero(is_t[:-1] & is_t[1:])
+    j = j[pairs(j, j + 1)]
+    if len(j):
+        g_start, g_end = tl.start_ns[glob], tl.end_ns[glob]
+        a_end, b_start = tl.end_ns[order[j]], tl.start_ns[order[j + 1]]
+        lo = np.searchsorted(g_start, a_end, "left")
+        hi = np.searchsorted(g_start, b_start, "left")
+        one = (hi - lo) == 1
+        k = np.where(one, lo, 0)
+        ok = one & (g_end[k] <= b_start) & (tl.stream[glob[k]] != strm[j]) & ~is_t_op[tl.op[glob[k]]]
+        j, k = j[ok], k[ok]
+        i = np.concatenate([i, j])
+        x = np.concatenate([x, tl.op[glob[k]].astype(np.int64)])
+        b = np.concatenate([b, seq[j + 1]])
+        by_pos = np.argsort(i, kind="stable")
+        i, x, b = i[by_pos], x[by_pos], b[by_pos]
     if not len(i):
         return {}
     # A run of TransData with the same formats ending at each candidate: its start, vectorised.
     same_as_prev = np.zeros(n, bool)
-    same_as_prev[1:] = is_t[1:] & is_t[:-1] & (fin[1:] == fin[:-1]) & (fout[1:] == fout[:-1])
+    same_as_prev[1:] = is_t[1:] & is_t[:-1] & (fin[1:] == fin[:-1]) & (fout[1:] == fout[:-1]) & (strm[1:] == strm[:-1])
     run_start = np.maximum.accumulate(np.where(same_as_prev, 0, np.arange(n)))
-    triples = np.stack([seq[i], seq[i + 1], seq[i + 2]], axis=1)
-    uniq, first_occ, inverse = np.unique(triples, axis=0, return_index=True, return_inverse=True)
+    triples = np.stack([seq[i], x, b], axis=1)
+    uniq, inverse = np.unique(triples, axis=0, return_inverse=True)
     inverse = inverse.ravel()
-    last_occ = np.zeros(len(uniq), np.int64)
-    np.maximum.at(last_occ, inverse, np.arange(len(i)))
+    when = tl.start_ns[order[i]]  # groups in the order their sandwiches first (and last) run
+    first_occ = np.full(len(uniq), np.iinfo(np.int64).max, np.int64)
+    last_occ = np.full(len(uniq), np.iinfo(np.int64).min, np.int64)
+    np.minimum.at(first_occ, inverse, when)
+    np.maximum.at(last_occ, inverse, when)
     # every op in a candidate's run, per triple (positions marked with a difference array)
     mark = np.zeros(n + 1, np.int64)
     np.add.at(mark, run_start[i], 1)
     np.add.at(mark, i + 1, -1)
     in_run = np.flatnonzero(np.cumsum(mark)[:n] > 0)
-    owner = inverse[np.searchsorted(i, in_run)]  # the candidate whose run holds the position
+    owner = inverse[np.minimum(np.searchsorted(i, in_run), len(i) - 1)]  # the candidate whose run holds the position
     run_ops = pd.DataFrame({"t": owner, "op": seq[in_run], "pos": in_run}).groupby(["t", "op"], sort=False)["pos"].min()
 
     groups: dict[str, Group] = {}

@@ -40,7 +40,13 @@ class TransDataExcess(Rule):
         re-laid-out for its MatMul on every use, forward and backward, every step,
         instead of once; (3) back-to-back TransData that cancel out. Without the IR,
         the sandwich is found in ``kernel_details.csv`` from the kernel order and the
-        ``Input/Output Formats`` columns. TransData that an unaligned MatMul needs
+        ``Input/Output Formats`` columns — each stream's own order (``Stream ID``):
+        HCCL kernels and other streams' AI_CPU/DSA kernels start in between on a real
+        device and never break a sandwich; an op that fell back to AI_CPU runs on its
+        own stream and is the one kernel starting after the first TransData ends and
+        ending before the second starts. Weights converted only in the first profiled
+        step of several are their one-time conversion at first use: reported as such,
+        with the time it took once, and no per-step saving is ranked. TransData that an unaligned MatMul needs
         (its producer or consumer is a MatMul with a dim not a multiple of 16) are
         AL001's and left out; everything else is judged whatever the shapes.
 
