@@ -12,7 +12,8 @@ Profiler DB (``ascend_{mindspore,pytorch}_profiler[_{rank}].db``, times in ns):
   MindSpore's ``kernel_details.csv`` writes it), in start order. ``duration_us`` =
   (``endNs`` − ``startNs``) / 1000; ``wait_us`` = gap since the previous task on the same
   stream ended; ``step_id`` = the ``STEP_TIME`` window holding the start.
-  ``blockDim``/``blockNum`` and ``mixBlockDim``/``mixBlockNum`` are both accepted.
+  ``blockDim``/``blockNum`` and ``mixBlockDim``/``mixBlockNum`` are both accepted
+  (read in :mod:`advisor_core.loaders.db_kernels`).
 * ``op_statistic`` ← the compute tasks grouped by ``opType`` and ``taskType`` in SQL.
 * ``step_events`` ← ``STEP_TIME`` (``ProfilerStep#<id>`` windows).
 * ``memory_record`` ← ``MEMORY_RECORD``; ``operator_memory`` ← ``OP_MEMORY``.
@@ -38,284 +39,21 @@ import pyarrow.compute as pc
 
 from advisor_core.diagnostics import DiagnosticSink
 from advisor_core.loaders import dbfile
-from advisor_core.loaders.csvtable import ID_SENTINEL
+from advisor_core.loaders.db_kernels import (  # noqa: F401 - the kernel table's DB route, re-exported
+    COMM_CORE,
+    KERNEL_DB_ORIGIN,
+    KERNEL_DB_TABLES,
+    kernel_available,
+    kernel_rows,
+    read_kernels_arrow,
+    read_kernels_frame,
+)
+from advisor_core.loaders.db_kernels import _step_windows_ns
 from advisor_core.loaders.dbfile import DbUnusable
-
-COMM_CORE = "HCCL"
-
-# canonical kernel column → (DB table alias, column alternatives, kind)
-# kinds: "int", "id" (sentinel → missing), "str" (STRING_IDS), derived ones handled apart.
-_KERNEL_COLUMNS: dict[str, tuple[str, tuple[str, ...], str]] = {
-    "device_id": ("t", ("deviceId",), "int"),
-    "model_id": ("t", ("modelId",), "id"),
-    "task_id": ("t", ("taskId",), "id"),
-    "stream_id": ("t", ("streamId",), "id"),
-    "context_id": ("t", ("contextId",), "id"),
-    "name": ("c", ("name",), "str"),
-    "type": ("c", ("opType",), "str"),
-    "op_state": ("c", ("opState",), "str"),
-    "accelerator_core": ("c", ("taskType",), "str"),
-    "block_num": ("c", ("blockNum", "blockDim"), "int"),
-    "mix_block_num": ("c", ("mixBlockNum", "mixBlockDim"), "int"),
-    "hf32_eligible": ("c", ("hf32Eligible",), "str"),
-    "input_shapes": ("c", ("inputShapes",), "str"),
-    "input_dtypes": ("c", ("inputDataTypes",), "str"),
-    "input_formats": ("c", ("inputFormats",), "str"),
-    "output_shapes": ("c", ("outputShapes",), "str"),
-    "output_dtypes": ("c", ("outputDataTypes",), "str"),
-    "output_formats": ("c", ("outputFormats",), "str"),
-}
-KERNEL_DERIVED = ("step_id", "start_ns", "duration_us", "wait_us")
-KERNEL_DB_ORIGIN: dict[str, str] = {
-    **{k: f"{'TASK' if t == 't' else 'COMPUTE_TASK_INFO'}.{'|'.join(cols)}{' (STRING_IDS)' if kind == 'str' else ''}"
-       for k, (t, cols, kind) in _KERNEL_COLUMNS.items()},
-    "step_id": "STEP_TIME window holding TASK.startNs",
-    "start_ns": "TASK.startNs (COMMUNICATION_OP.startNs)",
-    "duration_us": "(TASK.endNs − TASK.startNs) / 1000",
-    "wait_us": "TASK.startNs − previous endNs on the same streamId, / 1000",
-    "_note": ("Compute tasks are `COMPUTE_TASK_INFO` ⨝ `TASK` on `globalTaskId`; each communication op of "
-              "`COMMUNICATION_OP` is one more row (`name` ← `opName`, `type` ← `opType`, `accelerator_core` `HCCL`, "
-              "times from its `startNs`/`endNs`; ids, block dims, shapes and `wait_us` missing). Rows are in start "
-              "order; strings are decoded from `STRING_IDS` as dictionary columns."),
-}
-KERNEL_DB_TABLES = ("TASK", "COMPUTE_TASK_INFO", "STRING_IDS")
-
-
-def _pick(cols: list[str], alternatives: tuple[str, ...]) -> str | None:
-    return next((a for a in alternatives if a in cols), None)
-
-
-def kernel_available(path: Path, sink: DiagnosticSink) -> list[str] | None:
-    """Canonical kernel columns the DB can give (schema only)."""
-    try:
-        sch = dbfile.schema(path)
-    except DbUnusable as exc:
-        dbfile.report(sink, path, None, str(exc))
-        return None
-    missing = [t for t in KERNEL_DB_TABLES if t not in sch]
-    if missing:
-        dbfile.report(sink, path, missing[0], "table absent (a DB from another version, or a partial export)")
-        return None
-    have = {"t": sch["TASK"], "c": sch["COMPUTE_TASK_INFO"]}
-    out = [k for k, (t, alts, _) in _KERNEL_COLUMNS.items() if _pick(have[t], alts)]
-    if {"startNs", "endNs"} <= set(have["t"]):
-        out += ["start_ns", "duration_us"]
-        if "streamId" in have["t"]:
-            out.append("wait_us")
-        if "STEP_TIME" in sch:
-            out.append("step_id")
-    return out
 
 
 def _decode(strings: dbfile.StringIds, ids: np.ndarray) -> pa.DictionaryArray:
     return strings.decode(dbfile.int_column(ids))
-
-
-def _int64(col: pa.ChunkedArray) -> pa.Array:
-    """A fetched column as one int64 array (an all-NULL column may come back typed null)."""
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if arr.type != pa.int64():
-        arr = pc.cast(arr, pa.int64(), safe=False) if not pa.types.is_null(arr.type) else pa.nulls(len(arr), pa.int64())
-    return arr
-
-
-def _sentinel_to_null(arr: pa.Array) -> pa.Array:
-    return pc.if_else(pc.equal(arr, ID_SENTINEL), pa.scalar(None, pa.int64()), arr)
-
-
-def read_kernels_arrow(path: Path, columns: Sequence[str] | None, sink: DiagnosticSink) -> pa.Table | None:
-    """The kernel table as Arrow (text columns dictionary-encoded), ``columns`` only."""
-    available = kernel_available(path, sink)
-    if available is None:
-        return None
-    if not {"name", "start_ns", "duration_us"} <= set(available):
-        lacking = [c for c in ("name", "start_ns", "duration_us") if c not in available]
-        dbfile.report(sink, path, "COMPUTE_TASK_INFO", f"lacks the columns for {', '.join(lacking)}")
-        return None
-    wanted = list(dict.fromkeys(columns if columns is not None else available))
-    sch = dbfile.schema(path)
-    have = {"t": sch["TASK"], "c": sch["COMPUTE_TASK_INFO"]}
-    plain = [c for c in wanted if c in _KERNEL_COLUMNS and c in available]
-    need_time = any(c in wanted for c in KERNEL_DERIVED)
-    need_stream = "wait_us" in wanted
-    select = ["t.startNs", "t.endNs"]
-    for c in plain:
-        tab, alts, _ = _KERNEL_COLUMNS[c]
-        select.append(f"{tab}.{_pick(have[tab], alts)}")
-    if need_stream and "stream_id" not in plain:
-        select.append("t.streamId")
-    sql = (f"SELECT {', '.join(select)} FROM COMPUTE_TASK_INFO AS c JOIN TASK AS t ON t.globalTaskId = c.globalTaskId")
-    try:
-        # two subqueries: SQLite answers a lone MIN or MAX of the key from the index, both together by a full scan
-        lo, hi = dbfile.query(path, "SELECT (SELECT MIN(globalTaskId) FROM COMPUTE_TASK_INFO), "
-                                    "(SELECT MAX(globalTaskId) FROM COMPUTE_TASK_INFO)")[0]
-        fetched = dbfile.query_arrow(path, sql, split=("c.globalTaskId", lo, hi) if lo is not None else None)
-        strings = dbfile.string_ids(path)
-        comm = _communication_ops(path, sch, plain)
-    except DbUnusable as exc:
-        dbfile.report(sink, path, "COMPUTE_TASK_INFO", str(exc))
-        return None
-    cols = [_int64(fetched.column(i)) for i in range(fetched.num_columns)]
-    start, end = cols[0], cols[1]
-    arrays: dict[str, pa.Array] = {}
-    for i, c in enumerate(plain):
-        kind = _KERNEL_COLUMNS[c][2]
-        v = cols[2 + i]
-        arrays[c] = strings.decode(v) if kind == "str" else (_sentinel_to_null(v) if kind == "id" else v)
-    stream = arrays.get("stream_id")
-    if need_stream and stream is None:
-        stream = _sentinel_to_null(cols[-1])
-    n_compute = len(start)
-    if comm is not None:
-        start, end, stream, arrays = _append_comm(start, end, stream, arrays, comm, strings, plain)
-    start_np = start.to_numpy(zero_copy_only=False)
-    if len(start_np) > 1 and bool(np.any(start_np[1:] < start_np[:-1])):
-        # start order (ties keep compute tasks in id order, then communication ops)
-        order = pa.array(_start_order(start_np, n_compute))
-        start, end = start.take(order), end.take(order)
-        if stream is not None:
-            stream = stream.take(order)
-        arrays = {k: v.take(order) for k, v in arrays.items()}
-        start_np = start.to_numpy(zero_copy_only=False)
-    end_np = end.to_numpy(zero_copy_only=False)
-    if "start_ns" in wanted:
-        arrays["start_ns"] = start
-    if "duration_us" in wanted:
-        arrays["duration_us"] = pa.array((end_np - start_np) / 1000.0)
-    if "wait_us" in wanted and stream is not None:
-        arrays["wait_us"] = pa.array(_waits(start_np, end_np, stream) / 1000.0)
-    if "step_id" in wanted and "STEP_TIME" in sch:
-        arrays["step_id"] = _step_ids(path, start_np, sink)
-    out = {c: arrays[c] for c in wanted if c in arrays}
-    for c in wanted:
-        if c not in out:
-            kind = _KERNEL_COLUMNS[c][2] if c in _KERNEL_COLUMNS else ("int" if c == "step_id" else "float")
-            typ = pa.dictionary(pa.int32(), pa.string()) if kind == "str" else (pa.float64() if kind == "float" else pa.int64())
-            out[c] = pa.nulls(len(start), typ)
-    table = pa.table({c: out[c] for c in wanted}) if wanted else pa.table({})
-    return table.unify_dictionaries()
-
-
-def _communication_ops(path: Path, sch: dict[str, list[str]], plain: list[str]) -> pa.Table | None:
-    cols = sch.get("COMMUNICATION_OP")
-    if cols is None or not {"opName", "startNs", "endNs"} <= set(cols):
-        return None
-    op_type = "opType" if "opType" in cols else "NULL AS opType"
-    return dbfile.query_arrow(path, f"SELECT startNs, endNs, opName, {op_type} FROM COMMUNICATION_OP "
-                                    "ORDER BY startNs, rowid")
-
-
-def _append_comm(start: pa.Array, end: pa.Array, stream: pa.Array | None, arrays: dict[str, pa.Array],
-                 comm: pa.Table, strings: dbfile.StringIds, plain: list[str]
-                 ) -> tuple[pa.Array, pa.Array, pa.Array | None, dict[str, pa.Array]]:
-    """Communication ops as kernel rows: name, type, core ``HCCL``; ids and shapes missing."""
-    n = comm.num_rows
-    c = [_int64(comm.column(i)) for i in range(4)]
-    extra: dict[str, pa.Array] = {}
-    for col in plain:
-        kind = _KERNEL_COLUMNS[col][2]
-        if col == "name":
-            extra[col] = strings.decode(c[2])
-        elif col == "type":
-            extra[col] = strings.decode(c[3])
-        elif col == "accelerator_core":
-            extra[col] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([COMM_CORE]))
-        elif kind == "str":
-            extra[col] = pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), pa.array([], pa.string()))
-        else:
-            extra[col] = pa.nulls(n, pa.int64())
-    merged = {}
-    for col, arr in arrays.items():
-        if pa.types.is_dictionary(arr.type):
-            merged[col] = pa.chunked_array([arr, extra[col]]).unify_dictionaries().combine_chunks()
-        else:
-            merged[col] = pa.concat_arrays([arr, extra[col]])
-    new_start = pa.concat_arrays([start, c[0]])
-    new_end = pa.concat_arrays([end, c[1]])
-    new_stream = None if stream is None else pa.concat_arrays([stream, pa.nulls(n, pa.int64())])
-    return new_start, new_end, new_stream, merged
-
-
-def _start_order(start: np.ndarray, n_compute: int) -> np.ndarray:
-    """Stable start order of compute tasks (rows ``[0, n_compute)``) followed by communication ops.
-
-    Each part already in start order (the profiler writes tasks in launch order, the ops are
-    fetched sorted) is merged in O(n log m) instead of sorted; otherwise a stable sort.
-    """
-    c, k = start[:n_compute], start[n_compute:]
-    if (len(c) > 1 and bool(np.any(c[1:] < c[:-1]))) or (len(k) > 1 and bool(np.any(k[1:] < k[:-1]))):
-        return np.argsort(start, kind="stable")
-    pos_c = np.arange(len(c)) + np.searchsorted(k, c, side="left")  # comm ops strictly before each task
-    pos_k = np.arange(len(k)) + np.searchsorted(c, k, side="right")  # tasks at or before each op
-    order = np.empty(len(start), dtype=np.int64)
-    order[pos_c] = np.arange(len(c))
-    order[pos_k] = np.arange(len(c), len(start))
-    return order
-
-
-def _waits(start: np.ndarray, end: np.ndarray, stream: pa.Array) -> np.ndarray:
-    """Gap (ns) since the previous task on the same stream ended; 0 for a stream's first task; NaN without a stream."""
-    s = stream.to_numpy(zero_copy_only=False)
-    valid = ~pd.isna(s)
-    out = np.full(len(start), np.nan)
-    if not valid.any():
-        return out
-    sv = s[valid].astype(np.int64)
-    idx = np.flatnonzero(valid)
-    # rows come in start order: a stable sort by stream keeps each stream's tasks in start order
-    order = np.argsort(sv, kind="stable") if len(sv) and sv.min() != sv.max() else np.arange(len(sv))
-    o = idx[order]
-    w = np.zeros(len(o))
-    same = sv[order][1:] == sv[order][:-1]
-    gaps = start[o][1:] - end[o][:-1]
-    w[1:] = np.where(same, np.maximum(gaps, 0), 0)
-    out[o] = w
-    return out
-
-
-def _step_windows_ns(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    rows = dbfile.query(path, "SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs")
-    a = np.array(rows, dtype=np.int64).reshape(-1, 3)
-    return a[:, 0], a[:, 1], a[:, 2]
-
-
-def _step_ids(path: Path, start: np.ndarray, sink: DiagnosticSink) -> pa.Array:
-    try:
-        ids, lo, hi = _step_windows_ns(path)
-    except (DbUnusable, ValueError, TypeError) as exc:
-        dbfile.report(sink, path, "STEP_TIME", str(exc))
-        return pa.nulls(len(start), pa.int64())
-    i = np.searchsorted(lo, start, side="right") - 1
-    ic = np.clip(i, 0, max(len(lo) - 1, 0))
-    inside = (i >= 0) & (len(lo) > 0) & (start < hi[ic]) if len(lo) else np.zeros(len(start), bool)
-    return pa.array(np.where(inside, ids[ic] if len(lo) else 0, 0), type=pa.int64(), mask=~inside)
-
-
-def arrow_to_frame(table: pa.Table) -> pd.DataFrame:
-    """An Arrow table as the text loaders' pandas frame: strings ``string[pyarrow]``, ints ``Int64``."""
-    out: dict[str, pd.Series] = {}
-    for name in table.column_names:
-        col = table.column(name)
-        if pa.types.is_dictionary(col.type):
-            col = pc.cast(col, pa.string())
-        if pa.types.is_string(col.type):
-            out[name] = pd.Series(col.to_pandas(types_mapper={pa.string(): pd.StringDtype("pyarrow")}.get))
-        elif pa.types.is_integer(col.type):
-            out[name] = pd.Series(col.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get))
-        else:
-            out[name] = pd.Series(col.to_pandas()).astype("float64")
-    return pd.DataFrame(out, index=pd.RangeIndex(table.num_rows)) if out else pd.DataFrame(index=pd.RangeIndex(table.num_rows))
-
-
-def kernel_rows(path: Path) -> int | None:
-    try:
-        n = dbfile.query(path, "SELECT COUNT(*) FROM COMPUTE_TASK_INFO")[0][0]
-        sch = dbfile.schema(path)
-        if "COMMUNICATION_OP" in sch:
-            n += dbfile.query(path, "SELECT COUNT(*) FROM COMMUNICATION_OP")[0][0]
-    except DbUnusable:
-        return None
-    return int(n)
 
 
 # -- op statistic ------------------------------------------------------------------------------------------------

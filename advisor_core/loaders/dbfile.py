@@ -211,6 +211,27 @@ class StringIds:
         # the profiler numbers its strings 0..n-1: then an id *is* the dictionary index
         self._dense = bool(len(self._ids)) and int(self._ids[0]) == 0 and int(self._ids[-1]) == len(self._ids) - 1
 
+    @property
+    def dictionary(self) -> pa.Array:
+        """The strings in id order: what :meth:`indices` index into."""
+        return self._dictionary
+
+    def indices(self, ids: np.ndarray, missing: np.ndarray | None = None) -> np.ndarray:
+        """String ids (int64; ``missing`` marks NULLs) → int32 indices into :attr:`dictionary`, -1 where
+        missing or not interned."""
+        n = len(self._ids)
+        if self._dense and missing is None and (not len(ids) or (int(ids.min()) >= 0 and int(ids.max()) < n)):
+            return ids.astype(np.int32)  # every id interned: the ids are the indices
+        if self._dense:
+            known = (ids >= 0) & (ids < n)
+            pos = ids
+        else:
+            pos = np.clip(np.searchsorted(self._ids, ids), 0, max(n - 1, 0))
+            known = (self._ids[pos] == ids) if n else np.zeros(len(ids), bool)
+        if missing is not None:
+            known &= ~missing
+        return np.where(known, pos, -1).astype(np.int32)
+
     def decode(self, ids: pa.Array) -> pa.DictionaryArray:
         """String ids (int64, nulls allowed) → dictionary array; an unknown id becomes null."""
         if self._dense:

@@ -212,8 +212,8 @@ def _db_kernels() -> TableLoader:
         return dbt.read_kernels_arrow(path, columns if columns is not None else KERNEL_DEFAULT_COLUMNS, sink)
 
     def read(path: Path, kind: str, columns: Sequence[str] | None, sink: DiagnosticSink) -> LoadedTable | None:
-        table = read_arrow(path, kind, columns, sink)
-        return None if table is None else LoadedTable(dbt.arrow_to_frame(table))
+        frame = dbt.read_kernels_frame(path, columns if columns is not None else KERNEL_DEFAULT_COLUMNS, sink)
+        return None if frame is None else LoadedTable(frame)
 
     return TableLoader("kernels", KERNELS.title, PROFILER_DB, KERNELS.canonical_names, read, projectable=True,
                        available=lambda path, kind, sink: dbt.kernel_available(path, sink),

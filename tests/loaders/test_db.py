@@ -156,6 +156,19 @@ def test_split_fetch_gives_the_single_fetch(tmp_path, msprof, monkeypatch):
     assert len(whole) == 591
 
 
+def test_merge_puts_compute_tasks_before_communication_ops_at_the_same_start():
+    from advisor_core.loaders.db_kernels import _Merge
+
+    task, comm = np.array([10, 20, 20, 30]), np.array([5, 20, 35])
+    merge = _Merge(task, comm)  # both parts in start order: scattered, not sorted
+    assert merge.order is None and merge(task, comm).tolist() == [5, 10, 20, 20, 20, 30, 35]
+    assert merge(np.array([1, 2, 3, 4]), np.array([-1, -2, -3])).tolist() == [-1, 1, 2, 3, -2, 4, -3]
+    values, mask = merge.masked(np.array([1, 2, 3, 4]), None, np.zeros(3, np.int64), np.ones(3, bool))
+    assert mask.tolist() == [True, False, False, False, True, False, True]
+    unsorted = _Merge(np.array([20, 10]), np.array([10]))  # a part out of order: a stable sort, the same rule
+    assert unsorted.order is not None and unsorted(np.array([1, 2]), np.array([-1])).tolist() == [2, -1, 1]
+
+
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
