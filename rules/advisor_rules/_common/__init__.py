@@ -46,7 +46,7 @@ from advisor_rules._common.kernels import (
     kernel_scope,
     kernel_time_by_scope,
 )
-from advisor_rules._common.parameters import ir_parameters, is_model_weight, llama_parameters
+from advisor_rules._common.parameters import ir_parameters, is_model_weight, llama_parameters, trainable_parameters
 from advisor_rules._common.pipeline import (
     StageEvidence,
     fill_stages_without_ir,
@@ -127,5 +127,6 @@ __all__ = [
     "stage_representatives",
     "steps_of_whole_run_row",
     "tensor_bytes",
+    "trainable_parameters",
     "user_source",
 ]

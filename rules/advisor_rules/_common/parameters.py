@@ -14,6 +14,32 @@ def is_model_weight(name: str) -> bool:
     return "." in name and not name.startswith(_OPTIMIZER_PREFIXES)
 
 
+# Parameters that are state, not weights: BatchNorm's running statistics (no gradient).
+_NOT_TRAINED = (".moving_mean", ".moving_variance")
+
+
+def trainable_parameters(params: list[tuple[str, tuple[int, ...], str | None]]) -> list[tuple[str, tuple[int, ...], str | None]]:
+    """The parameters that get a gradient, in the order given (an IR lists them as the model defines them).
+
+    A training graph holds the optimizer's state for each trainable parameter under the parameter's
+    name with a prefix (``moments.``, ``adam_m.``, ``accum.``, ``stat.``…): whatever the optimizer, a
+    parameter with such a twin is trained, and the twins are not parameters of the model. Without
+    any twin (a graph without optimizer), the names decide (:func:`is_model_weight`, BatchNorm's
+    running statistics left out).
+    """
+    names = {n for n, _, _ in params}
+    by_head: dict[str, list[str]] = {}
+    for n in names:
+        by_head.setdefault(n.partition(".")[0], []).append(n)
+    # an optimizer state prefix: every name under it is another parameter's name behind it
+    prefixes = [h for h, ns in by_head.items() if all(n.partition(".")[2] in names for n in ns)]
+    trained = {n.partition(".")[2] for h in prefixes for n in by_head[h]}
+    states = {n for h in prefixes for n in by_head[h]}
+    if trained:
+        return [p for p in params if p[0] in trained and p[0] not in states]
+    return [p for p in params if is_model_weight(p[0]) and not p[0].endswith(_NOT_TRAINED)]
+
+
 def ir_parameters(ir: Any) -> list[tuple[str, tuple[int, ...], str | None]]:
     """``(name, per-rank shape, dtype)`` of every parameter with a default value in an IR file."""
     out = []

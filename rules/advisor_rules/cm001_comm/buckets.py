@@ -25,15 +25,20 @@ def exposed(stage: dict[str, Any], points: list[int], bucket_latency_us: float) 
 
 
 def best_split(stages: list[dict[str, Any]], bucket_latency_us: float,
-               gain: Callable[[list[dict[str, Any]], list[float]], float]) -> tuple[list[int], list[float], float] | None:
+               gain: Callable[[list[dict[str, Any]], list[float]], float],
+               current: list[int] | None = None) -> tuple[list[int], list[float], float] | None:
     """Balanced split points the step gains most from: (points, tail left per usable stage, step gain).
 
     ``gain(stages, deltas)`` turns each stage's shorter tail into the step's gain
-    (``stages.step_gain``). ``None`` when no split gains 2 % of what removing every tail would.
+    (``stages.step_gain``). A stage's tail shrinks from what is measured when today's gradients
+    go as one bucket; when they are already split at ``current``, from what the same model gives
+    for ``current`` (so the model's own error cancels), never by more than is measured.
+    ``None`` when no split gains 2 % of what removing every tail would, or the best is ``current``.
     """
     usable = [s for s in stages if s.get("params") and s.get("ready") and len(s["params"]) > 1]
     if not usable:
         return None
+    base = [exposed(s, current, bucket_latency_us) if current else s["exposed_us"] for s in usable]
     cands: set[tuple[int, ...]] = set()
     for s in usable:
         sizes = [e for _, e in s["params"]]
@@ -47,13 +52,33 @@ def best_split(stages: list[dict[str, Any]], bucket_latency_us: float,
         if not c or c[-1] >= limit:
             continue  # an index past a stage's parameter count would give it an empty bucket
         lefts = [exposed(s, list(c), bucket_latency_us) for s in usable]
-        g = gain(usable, [max(s["exposed_us"] - x, 0.0) for s, x in zip(usable, lefts)])
+        g = gain(usable, [min(max(b - x, 0.0), s["exposed_us"]) for s, b, x in zip(usable, base, lefts)])
         if best is None or g > best[2] + 1e-6 or (abs(g - best[2]) <= 1e-6 and len(c) < len(best[0])):
             best = (list(c), lefts, g)
     ceiling = gain(usable, [s["exposed_us"] for s in usable])
-    if best is None or best[2] <= ceiling * 0.02:
+    if best is None or best[2] <= ceiling * 0.02 or (current is not None and best[0] == list(current)):
         return None
     return best
+
+
+def current_points(params: list[tuple[str, float]], bucket_us: list[float]) -> list[int]:
+    """Split points that give measured buckets their share of the elements (bucket transfer ∝ elements).
+
+    Buckets go in readiness order, so the first one to run holds the last parameters.
+    """
+    total = sum(bucket_us)
+    if len(bucket_us) < 2 or not total or len(params) < len(bucket_us):
+        return []
+    elems = sum(e for _, e in params)
+    points: list[int] = []
+    acc, want, k = 0.0, elems * bucket_us[0] / total, 1
+    for i in range(len(params) - 1, 0, -1):  # from the last parameter back
+        acc += params[i][1]
+        if acc >= want and k < len(bucket_us):
+            points.append(i)
+            want += elems * bucket_us[k] / total
+            k += 1
+    return sorted(set(points))
 
 
 def equal_bytes(sizes: list[float], buckets: int) -> list[int]:

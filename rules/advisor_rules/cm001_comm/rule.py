@@ -21,10 +21,17 @@ class UnexpectedCommunication(Rule):
         stage), communication the auto-parallel pass inserted to *rearrange* a tensor —
         instance names ``redistribution_op_<hash><Op>`` — as opposed to what an
         operator's own strategy requires (``forward_op_*``) or data-parallel gradient
-        reduction (``mirror_op``). Each chain is reported with the two ops whose
-        strategies disagree, per layer. (B) The gradient AllReduce of the
+        reduction (``mirror_op``). A chain is followed through the nodes that only
+        route its value (MindSpore packs a Split's pieces for the Concat as
+        ``Split → TupleGetItem → MakeTuple → Concat``); each is reported with the two
+        ops whose strategies disagree (the producer found behind layout-keeping ops
+        such as a Linear's output Reshape), per layer. (B) The gradient AllReduce of the
         ``grad_reducer`` (``DistributedGradReducer``) exposed after the last backward
-        kernel while ``parallel.all_reduce_fusion_config`` is unset.
+        kernel. The profile decides: how many buckets a step runs, how many start while
+        the backward runs and what is left exposed are measured; the config
+        (``parallel.all_reduce_fusion_config``) only names today's split points — when it
+        does not (the split set in the training script), they are inferred from the
+        buckets' sizes.
 
     Why
         A mismatched ``shard()`` strategy makes MindSpore gather the tensor (AllGather +
@@ -36,6 +43,8 @@ class UnexpectedCommunication(Rule):
         gradient bucket starts only once the last gradient exists, so its whole transfer
         is exposed; split buckets overlap the rest of the backward (seed: ResNet-50 8P
         tail 6.15 ms → 4.20 ms with ``all_reduce_fusion_config=[85, 160]``).
+        Compilers defer weight gradients, so a bucket can start later than its layer's
+        place in the backward suggests.
 
     Example
         ``feed_forward.mul`` shard ``((2, 1, 1), (2, 1, 1))`` between column-parallel
@@ -44,11 +53,16 @@ class UnexpectedCommunication(Rule):
     Fix
         (A) Give the consumer the layout its producers already have: its ``in_strategy``
         with the gathered axis split over the group (a display-only patch: the strategy
-        is set in the model's ``shard()`` call). (B) A safe patch adds
-        ``parallel.all_reduce_fusion_config``: split points over the rank's parameter
-        list in order of first use (bucket i holds parameters [kᵢ₋₁, kᵢ), the last one
-        [kₙ, P)); buckets are reduced in the order their gradients become ready — the
+        is set in the model's ``shard()`` call). (B) A safe patch sets
+        ``parallel.all_reduce_fusion_config``: split points over the rank's trainable
+        parameters in definition order (bucket i holds parameters [kᵢ₋₁, kᵢ), the last
+        one [kₙ, P)); buckets are reduced in the order their gradients become ready — the
         later layers' first — so each overlaps the backward of the earlier layers.
+        Without a training config the patch is display-only: the
+        ``set_auto_parallel_context(all_reduce_fusion_config=…)`` call for the script.
+        Trainable parameters are the IR's parameters that have optimizer state
+        (``moments.``/``adam_m.``… twins: BatchNorm's running statistics have none), else
+        a Llama config's.
 
     Time at stake
         (A) Per pipeline stage (one profiled rank each), per step: the chain's kernels in
@@ -60,13 +74,22 @@ class UnexpectedCommunication(Rule):
         (``_common.one_f_one_b_step_saving``). Without a profile: the gathered bytes,
         twice (forward and gradient), per micro batch, over ``hccs_gbps``.
         (B) The measured exposed gradient AllReduce minus the tail left with the
-        proposed buckets. Measured is the transfer, not the kernel: a rank that
+        proposed buckets; when the config names today's split, the model's tail for it
+        minus the model's tail for the proposal (never more than is measured), and a
+        re-split is reported only when it gains ``min_tail_pct`` of the step. Measured
+        is the transfer, not the kernel: a rank that
         finishes its backward early waits inside the AllReduce for the slowest
         data-parallel peer (communication.json ``Wait Time``) — skew no split removes —
         and kernels still blocking the compute stream after the last gradient (a
         stage's Send) hide its start, so exposed = AllReduce end − stream end − wait.
-        Each parameter's gradient is ready when its cell's backward
-        kernels end in the step's last micro batch; the measured transfer is shared
+        Each parameter's gradient is ready, in the step's last micro batch, when the
+        kernel producing it ends — found in the IR by following the optimizer's update
+        of the parameter back to its gradient operand (kernel graph first: its names are
+        the profile's); else when the backward kernels of its cell end (the cell read from
+        the parameter's name behind the wrappers most parameters sit behind:
+        ``layer1.0.conv1.weight`` → ``…/layer1-SequentialCell/0-ResidualBlock/conv1-Conv2d``),
+        if those names tell the parameters apart; else from the forward order mirrored
+        (the backward reaches a cell after the cells that follow it). The measured transfer is shared
         over the buckets by elements (plus ``bucket_latency_us`` each), buckets run one
         after another on the communication stream in readiness order, and what ends
         after the backward stays exposed. With pipeline stages the step gains what
