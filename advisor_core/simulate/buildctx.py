@@ -57,11 +57,12 @@ class BuildCtx:
         return str(next(self.uid))
 
     # -- kernels -----------------------------------------------------------------------------
-    def matmul(self, m: int, k: int, n: int, dtype: str, *, category: str = "compute") -> KernelSpec:
-        key = ("mm", m, k, n, dtype)
+    def matmul(self, m: int, k: int, n: int, dtype: str, *, category: str = "compute",
+               weight: tuple[int, int] | None = None) -> KernelSpec:
+        key = ("mm", m, k, n, dtype, weight)
         c = self._cache.get(key)
         if c is None:
-            c = self._cache[key] = costs.matmul_cost(m, k, n, dtype, DTYPE_BYTES[dtype], self.hw)
+            c = self._cache[key] = costs.matmul_cost(m, k, n, dtype, DTYPE_BYTES[dtype], self.hw, weight=weight)
         name, op_type, core = kernel_names("MatMul")
         return KernelSpec(name, op_type, core, c.ns, cube_fraction=min(1.0, c.compute_ns / c.ns),
                           mte2_fraction=min(1.0, c.memory_ns / c.ns), block_dim=self.hw.ai_core_count, flops=c.flops,

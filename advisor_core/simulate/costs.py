@@ -4,8 +4,12 @@ Every duration follows from shapes, dtypes and the :class:`HardwareProfile`; not
 per-scenario constant. All results are nanoseconds (float; the schedule rounds to integer ns).
 
 * MatMul-like: ``2·M'·K'·N'`` FLOPs on dims padded up to 16 (the cube works on 16×16 fractal
-  blocks), over ``peak(dtype) × matmul_efficiency``; × ``unaligned_matmul_penalty`` when K or N
-  is not a multiple of 16; never faster than moving its operands over HBM.
+  blocks), over ``peak(dtype) × matmul_efficiency``; × ``unaligned_matmul_penalty`` when a dim of
+  the layer's weight (K or N of the forward product) is not a multiple of 16 — in ND layout those
+  are the innermost, contiguous axes of every operand of the forward and both backward products,
+  while the token axis is always an outer one: the weight gradient ``dW = dYᵀ·X`` contracts over
+  the tokens, yet it is the weight's dims that decide (``weight=``); never faster than moving its
+  operands over HBM.
 * Vector ops, Cast, TransData: bytes read + written over ``hbm_bandwidth × hbm_efficiency``.
 * FlashAttention: FLOPs over ``peak × flash_attention_efficiency``.
 * Every kernel pays ``kernel_launch_overhead_us``.
@@ -47,9 +51,11 @@ class MatMulCost:
     unaligned: bool
 
 
-def matmul_cost(m: int, k: int, n: int, dtype: str, elem_bytes: int, hw: HardwareProfile, batch: int = 1) -> MatMulCost:
-    """One ``(m, k) × (k, n)`` product (``batch`` of them), per device."""
-    unaligned = bool(k % 16 or n % 16)
+def matmul_cost(m: int, k: int, n: int, dtype: str, elem_bytes: int, hw: HardwareProfile, batch: int = 1,
+                weight: tuple[int, int] | None = None) -> MatMulCost:
+    """One ``(m, k) × (k, n)`` product (``batch`` of them), per device; ``weight``: the layer weight's (K, N) when
+    they are not this product's k and n (the weight gradient), for the alignment test."""
+    unaligned = bool(weight[0] % 16 or weight[1] % 16) if weight is not None else bool(k % 16 or n % 16)
     padded = 2.0 * batch * pad16(m) * pad16(k) * pad16(n)
     compute = padded / (hw.cube_tflops(dtype) * 1e12 * hw.matmul_efficiency) * 1e9
     if unaligned:

@@ -559,7 +559,8 @@ class _LayerBuilder:
             dw_t = TType((n, k), self.ctx.cdtype)
             dw = self.bnode("MatMul", f"{op.id}.dw", main,
                             [Arg(ref=g_key), self.saved_ref(x_key), lit("Bool(1)", "Bool"), lit("Bool(0)", "Bool")],
-                            [dy, unit.in_types[0], None, None], dw_t, self.ctx.matmul(n, m, k, self.ctx.cdtype))
+                            [dy, unit.in_types[0], None, None], dw_t,
+                            self.ctx.matmul(n, m, k, self.ctx.cdtype, weight=(k, n)))  # over the tokens
             out_key = dx.key
             if unaligned:
                 out_key, _ = self.transdata(dx.key, dx_t, "FRACTAL_NZ", "ND", gp, "bwd", self.g.bwd, f"ua_dx.{op.id}")

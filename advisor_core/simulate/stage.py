@@ -239,7 +239,7 @@ class _StageBuilder:
                        in_types=[logits, wload.out, None, None], out=x2, kernel=c.matmul(m, n, k, x.dtype))
         dw = self.node(b, key="head.bwd.dw", prim="MatMul", prefix=gp, phase="bwd", layer=None,
                        args=[Arg(ref=dy_key), Arg(ref=resh.key), lit("Bool(1)", "Bool"), lit("Bool(0)", "Bool")],
-                       in_types=[logits, x2, None, None], out=TType((n, k), x.dtype), kernel=c.matmul(n, m, k, x.dtype))
+                       in_types=[logits, x2, None, None], out=TType((n, k), x.dtype), kernel=c.matmul(n, m, k, x.dtype, weight=(k, n)))
         self.param_grad["lm_head.weight"] = dw.key
         g_key = dx.key
         if unaligned:

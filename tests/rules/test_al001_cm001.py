@@ -74,8 +74,11 @@ def test_al001_credits_each_dim_only_where_it_is_the_only_unaligned_one(runs):
     assert ev(inter)["masked_by"] == "model.hidden_size" and ev(vocab)["masked_by"] == "model.hidden_size"
     assert ev(hidden)["masked_by"] == "model.intermediate_size, model.vocab_size"
     assert abs(vocab.saving_us) < 50.0  # only the logits' vector ops grow by 15/32001
-    assert hidden.saving_us == pytest.approx(57972.317, abs=0.01)
-    assert inter.saving_us == pytest.approx(6041.062, abs=0.01)
+    # Roles follow the weight (issue 11): the weight-gradient MatMuls contract over the tokens but keep the
+    # weight's dims, so every FFN MatMul, dW included, has hidden unaligned too and intermediate alone is masked
+    # (before: 57972.317 and 6041.062 µs, dW's penalty credited by operand position; the simulator agrees now).
+    assert hidden.saving_us == pytest.approx(43740.423, abs=0.01)
+    assert abs(inter.saving_us) < 50.0  # only the vector ops reading the FFN width grow by 8/11000
     assert hidden.severity.value == "high" and inter.severity.value == "low"
 
 
@@ -125,7 +128,7 @@ def test_al001_reads_every_pipeline_stage(runs):
     hidden = by_pointer(fs, "/model/model_config/hidden_size")
     assert {loc.rank for loc in hidden.locations if loc.kind == "profile"} == {0, 4}
     assert "summed over 2 pipeline stages; under 1F1B" in hidden.message
-    assert hidden.saving_us == pytest.approx(20996.281, abs=0.01)
+    assert hidden.saving_us == pytest.approx(15827.562, abs=0.01)  # before issue 11: 20996.281 (dW roles by position)
 
 
 def test_al001_keeps_heads_and_head_dim_consistent(tmp_path, real_data):

@@ -92,8 +92,8 @@ def test_single_problem_scenarios_cost_real_time(scenario_runs):
     for name in ("minddata-bottleneck", "cast-excess", "transdata-excess", "unaligned", "allreduce-rearrangement"):
         result, _ = scenario_runs[name]
         for p in result.problems:
-            if p["id"] == "AL001-vocab-size":
-                continue  # alone its fix changes little while hidden_size keeps K unaligned
+            if p["id"] in ("AL001-vocab-size", "AL001-intermediate-size"):
+                continue  # alone its fix changes little while hidden_size keeps a weight dim of the same MatMuls unaligned
             assert p["cost_us_per_step"] > 0.005 * result.mean_step_time_us, (name, p["id"])
     (rc,) = scenario_runs["recompute-ineffective"][0].problems
     assert rc["cost_us_per_step"] < 0 < rc["memory_bytes"]  # recomputing costs time and saves memory

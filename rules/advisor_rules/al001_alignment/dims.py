@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor_rules.al001_alignment.shapes import MATMUL_OPS, align_of, matmul_mkn, matmuls
+from advisor_rules.al001_alignment.shapes import MATMUL_OPS, align_of, by_weight_roles, matmul_mkn, matmuls
 
 
 @dataclass
@@ -42,21 +42,65 @@ def dims_from_kernels(view: Any, rank: Any, dims: dict[tuple[int, str], Dim]) ->
                 d.count += r.count / view.steps
 
 
-def dims_from_ir(ir: Any, dims: dict[tuple[int, str], Dim]) -> None:
-    """Add the dims of the IR's MatMul nodes with static shapes to ``dims`` (a few nodes each, for locations)."""
+def static_mkn(n: Any) -> tuple[int, int, int] | None:
+    """Positional (M, K, N) of an IR MatMul node with static tensor shapes (``None`` otherwise)."""
+    ins = [t for t in n.in_types if getattr(t, "kind", None) == "tensor"]
+    outs = [t for t in n.out_types if getattr(t, "kind", None) == "tensor"]
+    if len(ins) < 2 or not outs or not ins[0].shape or not ins[1].shape or not outs[0].shape:
+        return None
+    if any(x < 0 for x in (*ins[0].shape, *ins[1].shape, *outs[0].shape)):
+        return None  # dynamic: never flagged
+    return matmul_mkn(list(ins[0].shape), list(ins[1].shape), list(outs[0].shape))
+
+
+def reads_parameter(ir: Any, node: Any, i: int) -> bool:
+    """Does operand ``i`` of ``node`` come from a Parameter (directly, or through its ``Load`` and AMP's ``Cast``)?"""
+    refs = node.operand_refs
+    cur = ir.resolve(node, refs[i]) if len(refs) > i else None
+    for _ in range(4):
+        if cur is None:
+            return False
+        if not hasattr(cur, "op"):
+            return True  # an IRParam
+        if cur.op not in ("Load", "Cast") or not cur.operand_refs:
+            return False
+        cur = ir.resolve(cur, cur.operand_refs[0])
+    return False
+
+
+def ir_weights(ir: Any) -> dict[str, tuple[int, int]]:
+    """``unique_id`` of each forward MatMul node that reads a Parameter → its weight's (K, N): the contracted dim
+    and the weight's other dim (backward nodes name their forward node by ``forward_unique_id``)."""
+    out: dict[str, tuple[int, int]] = {}
     for n in ir.iter_nodes():
-        if n.op not in MATMUL_OPS or n.is_duplicated:
+        if n.op not in MATMUL_OPS or not n.unique_id or n.forward_unique_id:
             continue
-        ins = [t for t in n.in_types if getattr(t, "kind", None) == "tensor"]
-        outs = [t for t in n.out_types if getattr(t, "kind", None) == "tensor"]
-        if len(ins) < 2 or not outs or not ins[0].shape or not ins[1].shape or not outs[0].shape:
-            continue
-        if any(x < 0 for x in (*ins[0].shape, *ins[1].shape, *outs[0].shape)):
-            continue  # dynamic: never flagged
-        mkn = matmul_mkn(list(ins[0].shape), list(ins[1].shape), list(outs[0].shape))
+        mkn = static_mkn(n)
         if mkn is None:
             continue
         m, kk, nn = mkn
+        if reads_parameter(ir, n, 1):
+            out[n.unique_id] = (kk, nn)
+        elif reads_parameter(ir, n, 0):
+            out[n.unique_id] = (kk, m)
+    return out
+
+
+def dims_from_ir(ir: Any, dims: dict[tuple[int, str], Dim]) -> None:
+    """Add the dims of the IR's MatMul nodes with static shapes to ``dims`` (a few nodes each, for locations).
+
+    Roles come from the layer's weight (the forward node's Parameter operand), so the weight-gradient
+    product, which contracts over the tokens, keeps the weight's K and N and its tokens as M.
+    """
+    weights = ir_weights(ir)
+    for n in ir.iter_nodes():
+        if n.op not in MATMUL_OPS or n.is_duplicated:
+            continue
+        mkn = static_mkn(n)
+        if mkn is None:
+            continue
+        ins = [t for t in n.in_types if getattr(t, "kind", None) == "tensor"]
+        m, kk, nn = by_weight_roles(*mkn, weights.get(n.unique_id or "") or weights.get(n.forward_unique_id or ""))
         align = align_of(ins[0].dtype)
         for value, role in ((kk, "K"), (nn, "N"), (m, "M")):
             d = dims.setdefault((value, role), Dim(value, role, align))

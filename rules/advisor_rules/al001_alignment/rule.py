@@ -26,8 +26,14 @@ class Alignment16(Rule):
 
     What
         Reads the K and N dimensions of every MatMul-like op — forward ``x·Wᵀ`` and the
-        backward ``dX``/``dW`` products, transposes inferred from the shapes — per rank,
-        after tensor-parallel slicing: from ``kernel_details.csv`` ``Input/Output
+        backward ``dX``/``dW`` products — per rank, with the roles of the layer's weight:
+        K and N are the weight's dims in every product of its cell, M the tokens, so the
+        weight gradient ``dW = dYᵀ·X``, which contracts over the tokens and puts N first,
+        neither flags the token count as K nor leaves the vocab dim unpriced as M (the
+        weight is the forward MatMul's Parameter operand in the IR, its second operand in
+        ``kernel_details``; backward IR nodes name their forward node by
+        ``forward_unique_id``, backward kernels share its cell); transposes are inferred
+        from the shapes. Dims are per rank, after tensor-parallel slicing: from ``kernel_details.csv`` ``Input/Output
         Shapes`` of one rank per pipeline stage (the head and its vocab dim live on the
         last stage only), from the IR type lines, or, with the config alone, from the
         model dimensions divided by ``model_parallel``. Dynamic dims and the

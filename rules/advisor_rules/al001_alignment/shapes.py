@@ -34,6 +34,25 @@ def matmul_mkn(a: list[int], b: list[int], out: list[int]) -> tuple[int, int, in
     return m, k, n
 
 
+def by_weight_roles(m: int, k: int, n: int, weight: tuple[int, int] | None) -> tuple[int, int, int]:
+    """(M, K, N) of a product whose positional dims are ``m, k, n``, with roles taken from the layer's weight.
+
+    ``weight`` is the (K, N) of the forward product ``x·Wᵀ`` (the weight's contracted and output dims). The
+    same two dims reappear in its backward products, in other positions: ``dX = dY·W`` contracts over N,
+    and ``dW = dYᵀ·X`` contracts over the tokens and puts N first. Whatever the position, the weight's
+    dims keep their roles and the remaining dim is the tokens (M). Without a weight (attention's
+    activation products), or when the product does not hold both weight dims, the positions stand.
+    """
+    if weight is None:
+        return m, k, n
+    rest = [m, k, n]
+    for v in weight:
+        if v not in rest:
+            return m, k, n
+        rest.remove(v)
+    return rest[0], weight[0], weight[1]
+
+
 def pad_to(v: int, a: int) -> int:
     """``v`` rounded up to a multiple of ``a``."""
     return -(-v // a) * a
@@ -43,10 +62,14 @@ def matmuls(ops: pd.DataFrame) -> list[tuple[Any, int, int, int, int, int]]:
     """(op, batch, M, K, N, align) of every MatMul-like op of an op view with static shapes.
 
     ``op`` is the op view row (a namedtuple: ``Index`` is the op id; ``count``,
-    ``total_us``, ``per_step_us`` are over every launch of the op).
+    ``total_us``, ``per_step_us`` are over every launch of the op). Roles follow the layer's
+    weight (:func:`weight_of_cells`, :func:`by_weight_roles`): M is always the token dim, K and N
+    the weight's dims, in the backward products too.
     """
+    mm = ops[ops["type"].isin(MATMUL_OPS)]
+    weights = weight_of_cells(mm)
     out = []
-    for r in ops[ops["type"].isin(MATMUL_OPS)].itertuples():
+    for r in mm.itertuples():
         shapes = operand_shapes(r.in_shapes)
         o = operand_shapes(r.out_shapes)
         if len(shapes) < 2 or not o:
@@ -55,5 +78,22 @@ def matmuls(ops: pd.DataFrame) -> list[tuple[Any, int, int, int, int, int]]:
         if mkn is None or min(mkn) < 0:
             continue
         batch = math.prod(o[0][:-2]) if len(o[0]) > 2 else 1
-        out.append((r, batch, *mkn, align_of(r.input_dtypes)))
+        out.append((r, batch, *by_weight_roles(*mkn, weights.get(r.cell)), align_of(r.input_dtypes)))
     return out
+
+
+def weight_of_cells(mm: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """Cell → the (K, N) of its weight, read from the cell's forward MatMul ``x·Wᵀ`` (operand 1 is the weight,
+    as in every Linear/Dense): the cells with exactly one forward 2-D product shape; attention's batched
+    activation products and cells with several forward shapes have none (their positions stand)."""
+    found: dict[str, set[tuple[int, int]]] = {}
+    for r in mm[~mm["backward"].astype(bool)].itertuples():  # distinct ops
+        shapes = operand_shapes(r.in_shapes)
+        o = operand_shapes(r.out_shapes)
+        if len(shapes) < 2 or not o or len(o[0]) != 2 or len(shapes[1]) != 2 or not r.cell:
+            continue
+        mkn = matmul_mkn(shapes[0], shapes[1], o[0])
+        if mkn is None or min(mkn) < 0 or mkn[2] not in shapes[1] or mkn[1] not in shapes[1]:
+            continue
+        found.setdefault(str(r.cell), set()).add((mkn[1], mkn[2]))
+    return {cell: next(iter(w)) for cell, w in found.items() if len(w) == 1}
