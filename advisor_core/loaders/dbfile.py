@@ -2,7 +2,8 @@
 
 The DB export (``ascend_mindspore_profiler_{rank}.db``, ``ascend_pytorch_profiler_{rank}.db``,
 ``analysis.db``/``communication_analyzer.db``) is opened through a ``mode=ro`` URI, so
-nothing is ever written into the user's profile directory (no journal, no WAL file).
+nothing is ever written into the user's profile directory (no journal, no WAL file; a
+WAL-mode database is read ``immutable`` or from a temporary copy, see :func:`_uri`).
 A database that is not SQLite, truncated, corrupt, locked, or from a version without the
 expected tables or columns yields one diagnostic naming the file and the table, and the
 reader returns ``None``; the rest of the run goes on.
@@ -14,8 +15,11 @@ becomes a dictionary-encoded string column without a Python loop over rows.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sqlite3
+import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,8 +44,63 @@ class DbUnusable(Exception):
     """The database (or one of its tables) cannot be used; the message says why."""
 
 
+_WAL_COPIES: dict[tuple[str, int, int, int, int], Path] = {}
+_wal_lock = threading.Lock()
+
+
+def _is_wal(path: Path) -> bool:
+    """Is the file an SQLite database in WAL mode (header bytes 18-19 = 2, the file format)?"""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(20)
+    except OSError:
+        return False
+    return len(head) == 20 and head.startswith(b"SQLite format 3\0") and head[18] == 2 and head[19] == 2
+
+
+def _wal_copy(path: Path, wal: Path, wal_stat: os.stat_result) -> Path:
+    """``path`` and its ``-wal`` copied into a private temporary directory (once per file version)."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size, wal_stat.st_mtime_ns, wal_stat.st_size)
+    with _wal_lock:
+        hit = _WAL_COPIES.get(key)
+        if hit is not None and hit.is_file():
+            return hit
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix="advisor-wal-"))
+            atexit.register(shutil.rmtree, tmp, True)
+            copy = tmp / path.name
+            shutil.copyfile(path, copy)
+            shutil.copyfile(wal, tmp / wal.name)
+        except OSError as exc:
+            raise DbUnusable(f"has a write-ahead log ({wal.name}) that could not be copied aside to read it "
+                             f"({exc.strerror or exc})") from None
+        _WAL_COPIES[key] = copy
+        return copy
+
+
 def _uri(path: Path) -> str:
-    return f"file:{quote(str(path.resolve()))}?mode=ro"
+    """The read-only URI a database is opened with; nothing is ever created beside ``path``.
+
+    A database in WAL mode opened with ``mode=ro`` alone makes SQLite create ``-shm`` and
+    ``-wal`` files beside it (https://sqlite.org/wal.html, "Read-Only Databases"). Without a
+    non-empty ``-wal`` all the content is in the main file, and ``immutable=1`` reads it with no
+    locking and no side file (https://sqlite.org/uri.html). A non-empty ``-wal`` holds committed
+    transactions the main file lacks: the two are copied to a temporary directory and read there.
+    A rollback-journal database keeps plain ``mode=ro`` (a lock held by a writer is then seen).
+    """
+    extra = ""
+    if _is_wal(path):
+        wal = path.with_name(path.name + "-wal")
+        try:
+            wal_stat: os.stat_result | None = wal.stat()
+        except OSError:
+            wal_stat = None
+        if wal_stat is not None and wal_stat.st_size > 0:
+            path = _wal_copy(path, wal, wal_stat)
+        else:
+            extra = "&immutable=1"
+    return f"file:{quote(str(path.resolve()))}?mode=ro{extra}"
 
 
 @contextmanager

@@ -156,6 +156,59 @@ def test_split_fetch_gives_the_single_fetch(tmp_path, msprof, monkeypatch):
     assert len(whole) == 591
 
 
+def _files(d: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(d)): f.read_bytes() for f in sorted(d.rglob("*")) if f.is_file()}
+
+
+def _inspect_kernels(d: Path) -> dict:
+    from click.testing import CliRunner
+
+    from advisor_core.cli import cli
+
+    res = CliRunner().invoke(cli, ["inspect", str(d), "--format", "json", "--no-ir"], catch_exceptions=False)
+    (rank,) = json.loads(res.stdout)["ranks"]
+    return {t["table"]: t for t in rank["tables"]}["kernels"]
+
+
+def test_wal_mode_db_leaves_the_profile_directory_as_it_was(tmp_path, msprof):
+    d = _rank_from_sample(tmp_path, msprof, SAMPLES[1])
+    (d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").unlink()
+    for db in (d / "ASCEND_PROFILER_OUTPUT").glob("*.db"):
+        con = sqlite3.connect(db)
+        assert con.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+        con.close()  # the last connection checkpoints: no -wal, no -shm, the header says WAL
+    before = _files(d)
+    kernels = _inspect_kernels(d)
+    assert kernels["artifact"] == "profiler_db" and kernels["rows"] == 29
+    assert load_run(d, source="db").rank(0).table("kernels", ["name"])["name"].iloc[0] is not None
+    after = _files(d)
+    assert sorted(after) == sorted(before)  # no -shm (32 KB) or -wal (0 B) left beside the databases
+    assert after == before
+
+
+def test_wal_content_not_yet_in_the_db_file_is_read_from_a_copy(tmp_path, msprof):
+    d = _rank_from_sample(tmp_path / "a", msprof, SAMPLES[1])
+    (d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").unlink()
+    db = d / "ASCEND_PROFILER_OUTPUT" / "ascend_mindspore_profiler_0.db"
+    first = load_run(d, source="db").rank(0).table("kernels", ["name"])["name"].iloc[0]
+    live = tmp_path / "live"
+    shutil.copytree(d, live)
+    writer = sqlite3.connect(db)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute("UPDATE STRING_IDS SET value = 'CommittedOnlyInTheWal' WHERE value = ?", (first,))
+    writer.commit()
+    for suffix in ("", "-wal"):  # the files as a crashed or still-running writer leaves them
+        shutil.copyfile(db.with_name(db.name + suffix), live / "ASCEND_PROFILER_OUTPUT" / (db.name + suffix))
+    writer.close()
+    assert (live / "ASCEND_PROFILER_OUTPUT" / (db.name + "-wal")).stat().st_size > 0
+    before = _files(live)
+    names = load_run(live, source="db").rank(0).table("kernels", ["name"])["name"]
+    assert names.iloc[0] == "CommittedOnlyInTheWal" and first not in set(names)
+    assert _inspect_kernels(live)["rows"] == 29
+    assert _files(live) == before
+
+
 def test_merge_puts_compute_tasks_before_communication_ops_at_the_same_start():
     from advisor_core.loaders.db_kernels import _Merge
 
