@@ -1,9 +1,9 @@
 """What a run's own evidence says about its model and its layout, without the config.
 
 Read from the IR dumps' parameters and nodes (the final front-end graph, else the parallel
-graph) of a few ranks, and, for what the IR does not show, from the kernels' scopes and
-shapes of the profile's first and last rank (pipeline parallel puts the output head on the
-last). Sizes are as one rank holds them: a model-parallel slice of the config's size, and
+graph) of a few ranks, or, when the IR shows none of it (or there is no IR), from the kernels'
+scopes and shapes of the profile's first and last rank (pipeline parallel puts the output head
+on the last). Sizes are as one rank holds them: a model-parallel slice of the config's size, and
 for column-parallel weights perhaps an optimizer-shard slice of that.
 
 * decoder layers per rank (``model.layers.N.`` parameters, ``N-LLamaDecodeLayer`` scopes),
@@ -31,7 +31,6 @@ MAX_IR_RANKS = 4
 
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 _HEAD = re.compile(r"(?:^|\.)(?:lm_head|norm_out)\.")
-_EMBEDDING = re.compile(r"embedding")
 _FFN_ROW = re.compile(r"feed_forward\.w2\.weight$")
 _ATTN_ROW = re.compile(r"attention\.wo\.weight$")
 _FFN_COL = re.compile(r"feed_forward\.w[13]\.weight$")
@@ -58,13 +57,13 @@ class RankShape:
     where: str
     layers: set[int] = field(default_factory=set)
     has_head: bool = False
-    has_first: bool = False  # the embedding lookup
     pipelined: bool = False  # Send/Receive to another pipeline stage
 
 
 @dataclass
 class RunShape:
-    """Everything :func:`run_shape` found; ``source`` is ``"IR dumps"`` or ``"kernels"`` per item."""
+    """Everything :func:`run_shape` found; ``layers_from`` says whether the layers came from the
+    ``"IR dumps"`` or the ``"kernels"``."""
 
     ranks: list[RankShape] = field(default_factory=list)
     dims: dict[str, list[Seen]] = field(default_factory=dict)  # hidden, ffn, vocab, heads, qwidth
@@ -82,8 +81,8 @@ def run_shape(run: Any, ir: Any) -> RunShape:
     if ir is not None:
         shape.ir_rank_ids = sorted(r for r in ir.ranks if r is not None)
         _from_ir(ir, shape)
-    if run is not None and (not shape.ranks or any(r not in shape.dims for r in ("hidden", "ffn", "vocab"))):
-        _from_kernels(run, shape)  # builds op views: only for what the IR did not show
+    if run is not None and not shape.ranks and not shape.dims:
+        _from_kernels(run, shape)  # builds two ranks' op views on the client: only when the IR showed nothing
     return shape
 
 
@@ -113,7 +112,6 @@ def _from_ir(ir: Any, shape: RunShape) -> None:
             if m:
                 rank.layers.add(int(m.group(1)))
             rank.has_head = rank.has_head or bool(_HEAD.search(name))
-            rank.has_first = rank.has_first or bool(_EMBEDDING.search(name))
             if not dims or any(d is None or d <= 0 for d in dims):
                 continue
             if len(dims) == 1 and "norm" in name.lower():
@@ -177,7 +175,6 @@ def _from_kernels(run: Any, shape: RunShape) -> None:
         layers = ops["layer"].dropna()
         rs = RankShape(rank.rank_id, where, {int(x) for x in layers.unique()},
                        has_head=bool(names.str.contains(r"/(?:lm_head|norm_out)-", regex=True).any()),
-                       has_first=bool(names.str.contains(r"/(?:tok_embeddings|embedding)-", regex=True).any()),
                        pipelined=bool(ops["type"].astype(str).str.contains(r"send|receive", case=False).any()))
         if rs.layers:
             kernel_ranks.append(rs)
