@@ -404,6 +404,6 @@ def _check_export_type(src: RankSource, sink: DiagnosticSink) -> None:
     mode = src.source_mode
     if has_text and mode == "auto":
         sink.info("db-and-text", f"both exports are present; each table is read from the DB export "
-                  f"({', '.join(dbs)}) when it holds it, else from the text files (--source text|db to force)", src.path)
+                  f"({', '.join(dbs)}) when it holds it in full, else from the text files (--source text|db to force)", src.path)
     elif not has_text and mode == "text":
         sink.error("text-source-absent", f"--source text, but only a DB export is present ({', '.join(dbs)})", src.path)

@@ -183,6 +183,18 @@ def has_tables(path: Path, tables: Sequence[str]) -> bool:
     return all(t in have for t in tables)
 
 
+def empty_tables(path: Path, tables: Sequence[str]) -> list[str]:
+    """Those of ``tables`` with no row (an unusable file or absent table: not listed, said elsewhere)."""
+    out = []
+    for t in tables:
+        try:
+            if not query(path, f'SELECT EXISTS (SELECT 1 FROM "{t}")')[0][0]:
+                out.append(t)
+        except DbUnusable:
+            pass
+    return out
+
+
 def query(path: Path, sql: str, params: Sequence[object] = ()) -> list[tuple]:
     """All rows of ``sql``; raises :class:`DbUnusable`."""
     try:

@@ -338,5 +338,38 @@ _TEXT_LOADERS: tuple[TableLoader, ...] = (
 BUILTIN_LOADERS: tuple[TableLoader, ...] = _db_routes(_TEXT_LOADERS)
 
 
+def db_shortfall(ld: TableLoader, db: Path, db_kind: str, text: Path, text_kind: str) -> str | None:
+    """Why table ``ld`` should come from the text file although the DB holds its tables, or ``None``.
+
+    The DB falls short when one of the tables it is made of is empty, or when it gives fewer
+    rows than the text file, while the text file has rows (for instance an export whose
+    ``COMPUTE_TASK_INFO`` is empty: its kernel table would be the communication ops alone).
+    The reason is a sentence naming both files.
+    """
+    from advisor_core.loaders import dbfile
+
+    if ld.db is None:
+        return None
+    text_rows = ld.rows(text, text_kind) if ld.rows is not None else None
+    if text_rows is not None and text_rows <= 0:
+        return None
+    if text_rows is None:
+        try:
+            if text.stat().st_size <= 2:  # "{}" / "[]": nothing in it either
+                return None
+        except OSError:
+            return None
+    empty = dbfile.empty_tables(db, [t for t in ld.db_tables if t != "STRING_IDS"])
+    db_rows = ld.db.rows(db, db_kind) if ld.db.rows is not None else None
+    if empty:
+        why = f"{', '.join(empty)} {'is' if len(empty) == 1 else 'are'} empty"
+    elif db_rows is not None and text_rows is not None and db_rows < text_rows:
+        why = "fewer rows than the text export"
+    else:
+        return None
+    counts = (f" ({db_rows:,} against {text_rows:,} rows)" if db_rows is not None and text_rows is not None else "")
+    return (f"{ld.name}: {db.name}: {why}{counts}; read from {text.name} instead (--source db to force the DB)")
+
+
 def builtin_loaders() -> dict[str, TableLoader]:
     return {ld.name: ld for ld in BUILTIN_LOADERS}

@@ -93,7 +93,9 @@ class Rank:
         """The loader and file a table is read with: the text export or the DB export.
 
         ``source_mode`` ``auto`` takes the DB when it holds the tables this one is made of
-        (``TableLoader.db_tables``), else the text file; ``text`` never reads a DB; ``db`` reads
+        (``TableLoader.db_tables``), else the text file — and the text file too when the DB's
+        tables are empty or give fewer rows than it (one info line names both files, see
+        :func:`~advisor_core.loaders.registry.db_shortfall`); ``text`` never reads a DB; ``db`` reads
         a table that has a DB origin from the DB only (tables with none, e.g. MindData's,
         still come from their files).
         """
@@ -125,6 +127,13 @@ class Rank:
                                            f"{reason}; {text[1].name} is read instead", art.path, key=table)
                     else:
                         report(self._sink, art.path, table, reason)
+        if db is not None and text is not None and mode == "auto":
+            from advisor_core.loaders.registry import db_shortfall
+
+            short = db_shortfall(ld, db[1], db[2], text[1], text[2])
+            if short is not None:  # an empty or partial DB table: the text export has more
+                self._sink.info("db-partial", short, db[1], key=name)
+                db = None
         route = db or (None if mode == "db" and ld.db is not None else text)
         self._routes[name] = route
         return route

@@ -144,6 +144,53 @@ def test_db_only_cli_inspect_names_the_db(tmp_path, msprof):
     assert tables["kernels"]["path"].endswith("ASCEND_PROFILER_OUTPUT/ascend_mindspore_profiler_0.db")
 
 
+@pytest.mark.parametrize("source, file, rows", [("auto", "kernel_details.csv", 591), ("text", "kernel_details.csv", 591),
+                                                 ("db", "ascend_mindspore_profiler_0.db", 19)])
+def test_cli_source_with_an_empty_compute_task_table(tmp_path, msprof, source, file, rows):
+    from click.testing import CliRunner
+
+    from advisor_core.cli import cli
+
+    d = _rank_from_sample(tmp_path, msprof, SAMPLES[0])
+    con = sqlite3.connect(d / "ASCEND_PROFILER_OUTPUT" / "ascend_mindspore_profiler_0.db")
+    con.execute("DELETE FROM COMPUTE_TASK_INFO")  # the tasks lost, the 19 communication ops kept
+    con.commit()
+    con.close()
+    res = CliRunner().invoke(cli, ["inspect", str(d), "--format", "json", "--no-ir", "--source", source],
+                             catch_exceptions=False)
+    report = json.loads(res.stdout)
+    (rank,) = report["ranks"]
+    tables = {t["table"]: t for t in rank["tables"]}
+    assert (Path(tables["kernels"]["path"]).name, tables["kernels"]["rows"]) == (file, rows)
+    if source != "text":  # the tables the DB holds in full still come from it
+        assert Path(tables["op_statistic"]["path"]).name == "ascend_mindspore_profiler_0.db"
+    said = [x["message"] for x in report["diagnostics"] if x["code"] == "db-partial"]
+    if source == "auto":
+        assert said == ["kernels: ascend_mindspore_profiler_0.db: COMPUTE_TASK_INFO is empty (19 against 591 rows); "
+                        "read from kernel_details.csv instead (--source db to force the DB)"]
+    else:
+        assert said == []
+
+
+def test_auto_reads_the_text_when_the_db_has_fewer_rows(tmp_path, msprof):
+    d = _rank_from_sample(tmp_path, msprof, SAMPLES[0])
+    con = sqlite3.connect(d / "ASCEND_PROFILER_OUTPUT" / "ascend_mindspore_profiler_0.db")
+    con.execute("DELETE FROM COMPUTE_TASK_INFO WHERE globalTaskId % 2 = 0")
+    con.commit()
+    con.close()
+    sink = DiagnosticSink()
+    rank = load_run(d, sink=sink).rank(0)
+    assert rank.table_source("kernels")[0].name == "kernel_details.csv"
+    assert len(rank.table("kernels", ["name"])) == 591
+    (msg,) = [x.message for x in sink if x.code == "db-partial"]
+    assert msg.startswith("kernels: ascend_mindspore_profiler_0.db: fewer rows than the text export (")
+    # complete again (as written): the DB is read, and nothing is said
+    d2 = _rank_from_sample(tmp_path / "complete", msprof, SAMPLES[0])
+    sink2 = DiagnosticSink()
+    assert load_run(d2, sink=sink2).rank(0).table_source("kernels")[0].name == "ascend_mindspore_profiler_0.db"
+    assert not [x for x in sink2 if x.code == "db-partial"]
+
+
 def test_split_fetch_gives_the_single_fetch(tmp_path, msprof, monkeypatch):
     from advisor_core.loaders import dbfile
 
