@@ -11,7 +11,7 @@ from advisor_core.engine.settings import Settings
 from advisor_core.simulate import simulate_scenario
 from advisor_rules._common import trainable_parameters
 from advisor_rules.cm001_comm.buckets import current_points
-from advisor_rules.cm001_comm.tail import cell_path, model_root
+from advisor_rules.cm001_comm.readiness import cell_path, model_root
 
 
 @pytest.fixture(scope="module")

@@ -62,7 +62,8 @@ def _seed_tail(profile: str):
     """CM001's evidence on one of the seed profiles, with the IR's parameters and gradient producers."""
     import numpy as np
 
-    from advisor_rules.cm001_comm.tail import gradient_kernels, readiness, tail_of
+    from advisor_rules.cm001_comm.readiness import gradient_kernels, readiness
+    from advisor_rules.cm001_comm.tail import tail_of
 
     rank = load_run(SEED / profile).rank(0)
     t = dict(tail_of(rank, rank.op_view()))
@@ -113,7 +114,7 @@ def test_resnet_backward_names_do_not_tell_the_parameters_apart():
     """Real MindSpore names every BatchNormGrad after the stem's bn1 (graph reuse): names alone are refused."""
     t = _seed_tail("profile")
     t["grad_kernels"] = {}
-    from advisor_rules.cm001_comm.tail import readiness
+    from advisor_rules.cm001_comm.readiness import readiness
 
     readiness(t, t["params"])
     assert t["ready_from"].startswith("the backward reaches their cells in reverse forward order")

@@ -14,7 +14,8 @@ from advisor_rules._common import data_bound_effect, severity_for_share
 from advisor_rules.cm001_comm.buckets import best_split, current_points
 from advisor_rules.cm001_comm.buckets import exposed as exposed_with
 from advisor_rules.cm001_comm.stages import step_gain
-from advisor_rules.cm001_comm.tail import readiness, stage_gradient_kernels, stage_params
+from advisor_rules.cm001_comm.readiness import readiness, stage_gradient_kernels
+from advisor_rules.cm001_comm.tail import stage_params
 
 if TYPE_CHECKING:  # pragma: no cover
     from advisor_rules.cm001_comm.rule import UnexpectedCommunication
