@@ -52,12 +52,11 @@ def _db_lines(ld: Any) -> list[str]:
         return ["*Not in the SQLite export: read from the file above even in a DB-mode run.*", ""]
     L = [f"### From the SQLite export (`{ld.name}`)", "",
          "Read instead of the file above when the database holds " + ", ".join(code_span(t) for t in ld.db_tables)
-         + " (`--source auto`, the default; `--source text` never reads it, `--source db` reads nothing else). "
+         + " in full (`--source auto`, the default: an empty table, or fewer rows than the file, and the file is read, "
+         "with an info line naming both; `--source text` never reads it, `--source db` reads nothing else). "
          "Same columns, units and dtypes. The database:", "", *artifact_lines(ld.db.artifacts), ""]
     if "_note" in ld.db_origin:
         L += [ld.db_origin["_note"], ""]
-    if "*" in ld.db_origin:
-        return L + [table_cell(ld.db_origin["*"]) + ".", ""]
     L += ["| column | DB origin |", "|---|---|"]
     for col in ld.columns:
         L.append(f"| `{col}` | {table_cell(ld.db_origin.get(col, 'not in the DB export (missing)'))} |")

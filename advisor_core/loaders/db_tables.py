@@ -16,7 +16,13 @@ Profiler DB (``ascend_{mindspore,pytorch}_profiler[_{rank}].db``, times in ns):
   (read in :mod:`advisor_core.loaders.db_kernels`).
 * ``op_statistic`` ← the compute tasks grouped by ``opType`` and ``taskType`` in SQL.
 * ``step_events`` ← ``STEP_TIME`` (``ProfilerStep#<id>`` windows).
-* ``memory_record`` ← ``MEMORY_RECORD``; ``operator_memory`` ← ``OP_MEMORY``.
+* ``memory_record`` ← ``MEMORY_RECORD``. (``operator_memory`` is not read from the DB:
+  ``OP_MEMORY`` is torch_npu's, MindSpore's export has no such table; it comes from
+  ``operator_memory.csv``.)
+
+Each reader's ``*_DB_ORIGIN`` maps a canonical column to where it comes from (what
+``docs/tables.md`` shows); a column it does not name comes back empty from the DB, which
+``tests/loaders/test_db_origins.py`` checks against a simulated DB export.
 
 Communication DB (``analysis.db``; MindSpore also ``communication_analyzer.db``), times
 in ms as in ``communication.json``:
@@ -57,6 +63,19 @@ def _decode(strings: dbfile.StringIds, ids: np.ndarray) -> pa.DictionaryArray:
 
 
 # -- op statistic ------------------------------------------------------------------------------------------------
+
+OP_STATISTIC_DB_ORIGIN = {
+    "op_type": "COMPUTE_TASK_INFO.opType (STRING_IDS); COMMUNICATION_OP.opType for the communication ops",
+    "core_type": "COMPUTE_TASK_INFO.taskType (STRING_IDS); `HCCL` for the communication ops",
+    "count": "COUNT(*) per (opType, taskType)",
+    "total_time_us": "Σ (TASK.endNs − TASK.startNs) / 1000 (COMMUNICATION_OP.endNs − startNs)",
+    "min_time_us": "MIN(endNs − startNs) / 1000",
+    "avg_time_us": "total_time_us / count, rounded to 3 decimals as op_statistic.csv writes it",
+    "max_time_us": "MAX(endNs − startNs) / 1000",
+    "ratio_pct": "100 × total_time_us / Σ total_time_us, 3 decimals",
+    "_note": "Compute tasks (`COMPUTE_TASK_INFO` ⨝ `TASK`) and `COMMUNICATION_OP` rows grouped in SQL.",
+}
+
 
 def read_op_statistic(path: Path, sink: DiagnosticSink) -> pd.DataFrame | None:
     """Per (op type, core) totals of the compute tasks, grouped in SQL (µs, like ``op_statistic.csv``)."""
@@ -135,6 +154,17 @@ def overlap_intervals(comp: tuple[np.ndarray, np.ndarray], comm: tuple[np.ndarra
     }
 
 
+STEP_EVENTS_DB_ORIGIN = {
+    "ph": "`X` (complete events)",
+    "name": "ProfilerStep#<STEP_TIME.id>; the interval kind for an Overlap Analysis row",
+    "ts_ns": "STEP_TIME.startNs; an interval's start",
+    "dur_us": "(STEP_TIME.endNs − startNs) / 1000; an interval's length",
+    "process_name": "`Step` for a STEP_TIME window, `Overlap Analysis` for an interval computed from TASK and "
+                    "COMMUNICATION_OP",
+    "thread_name": "the interval kind (Computing, Communication, Communication(Not Overlapped), Free)",
+}
+
+
 def read_step_events(path: Path, columns: Sequence[str] | None, sink: DiagnosticSink) -> pd.DataFrame | None:
     """``STEP_TIME`` windows as ``ProfilerStep#<id>`` events, and the overlap analysis of the tasks.
 
@@ -200,6 +230,13 @@ STEP_TRACE_DB = {
     "bubble_us": "bubble",
     "communication_not_overlapped_exclude_receive_us": "communication_not_overlapped_and_exclude_receive",
     "preparing_us": "preparing",
+}
+
+
+STEP_TRACE_DB_ORIGIN = {
+    **{k: f"StepTraceTime.{v}" for k, v in STEP_TRACE_DB.items()},
+    "whole_run": "true when StepTraceTime has one row whose step is missing or 0 (a whole-run profile)",
+    "total_us": "computing + communication_not_overlapped + free",
 }
 
 
@@ -279,6 +316,27 @@ def _f(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
+COMMUNICATION_DB_ORIGIN = {
+    "step": "CommAnalyzerTime.step", "group_kind": "CommAnalyzerTime.type",
+    "op_name": "CommAnalyzerTime.hccl_op_name", "group": "CommAnalyzerTime.group_name",
+    "op_type": "from hccl_op_name", "start_ns": "CommAnalyzerTime.start_timestamp (µs → ns)",
+    "elapse_us": "CommAnalyzerTime.elapse_time × 1000", "transit_us": "CommAnalyzerTime.transit_time × 1000",
+    "wait_us": "CommAnalyzerTime.wait_time × 1000",
+    "synchronization_us": "CommAnalyzerTime.synchronization_time × 1000",
+    "idle_us": "CommAnalyzerTime.idle_time × 1000", "wait_ratio": "wait / (wait + transit)",
+    "synchronization_ratio": "synchronization / (synchronization + transit)",
+    "transit_size_mb": "Σ CommAnalyzerBandwidth.transit_size of the op",
+}
+BANDWIDTH_DB_ORIGIN = {
+    "step": "CommAnalyzerBandwidth.step", "op_name": "CommAnalyzerBandwidth.hccl_op_name",
+    "group": "CommAnalyzerBandwidth.group_name", "link_type": "CommAnalyzerBandwidth.transport_type",
+    "transit_size_mb": "CommAnalyzerBandwidth.transit_size", "transit_us": "CommAnalyzerBandwidth.transit_time × 1000",
+    "bandwidth_gbps": "CommAnalyzerBandwidth.bandwidth", "large_packet_ratio": "CommAnalyzerBandwidth.large_packet_ratio",
+    "_note": "One row per (step, op, group, transport type): the per-package-size rows of a real export repeat "
+             "the link totals and are read once.",
+}
+
+
 def read_communication(path: Path, which: int, sink: DiagnosticSink) -> pd.DataFrame | None:
     """``CommAnalyzerTime``/``CommAnalyzerBandwidth`` → the ``communication`` (0) or bandwidth (1) table."""
     from advisor_core.loaders import communication as comm
@@ -329,6 +387,17 @@ def read_communication(path: Path, which: int, sink: DiagnosticSink) -> pd.DataF
     return comm.comm_frames(records, [])[0]
 
 
+MATRIX_DB_ORIGIN = {
+    "step": "CommAnalyzerMatrix.step",
+    "group_kind": "CommAnalyzerMatrix.type, else `p2p` for send/receive ops and `collective` for the rest",
+    "op_key": "hccl_op_name@group_name", "op_type": "from hccl_op_name", "rank_set": "CommAnalyzerMatrix.group_name",
+    "src_rank": "CommAnalyzerMatrix.src_rank", "dst_rank": "CommAnalyzerMatrix.dst_rank",
+    "transport_type": "CommAnalyzerMatrix.transport_type", "transit_size_mb": "CommAnalyzerMatrix.transit_size",
+    "transit_us": "CommAnalyzerMatrix.transit_time × 1000", "bandwidth_gbps": "CommAnalyzerMatrix.bandwidth",
+    "op_name": "CommAnalyzerMatrix.op_name (torch_npu's layout), else hccl_op_name (MindSpore's raw op name)",
+}
+
+
 def read_communication_matrix(path: Path, sink: DiagnosticSink) -> pd.DataFrame | None:
     """``CommAnalyzerMatrix`` → the ``communication_matrix`` table.
 
@@ -362,6 +431,16 @@ def read_communication_matrix(path: Path, sink: DiagnosticSink) -> pd.DataFrame 
 
 
 # -- memory ------------------------------------------------------------------------------------------------------
+
+MEMORY_RECORD_DB_ORIGIN = {
+    "component": "MEMORY_RECORD.component (STRING_IDS)", "timestamp_ns": "MEMORY_RECORD.timestamp",
+    "total_allocated_mb": "MEMORY_RECORD.totalAllocated / 1024000 (MindSpore's MB)",
+    "total_reserved_mb": "MEMORY_RECORD.totalReserved / 1024000",
+    "total_active_mb": "MEMORY_RECORD.totalActive / 1024000",
+    "stream_ptr": "MEMORY_RECORD.streamPtr",
+    "device_type": "NPU:<MEMORY_RECORD.deviceId>",
+}
+
 
 def read_memory_record(path: Path, columns: Sequence[str] | None, sink: DiagnosticSink) -> pd.DataFrame | None:
     """``MEMORY_RECORD`` (bytes, ns) → ``memory_record`` (MB as the CSV writes them, ns)."""

@@ -238,54 +238,31 @@ def _db_routes(loaders: tuple[TableLoader, ...]) -> tuple[TableLoader, ...]:
     from advisor_core.loaders import db_tables as dbt
 
     by = {ld.name: ld for ld in loaders}
-    comm_origin = {
-        "step": "CommAnalyzerTime.step", "group_kind": "CommAnalyzerTime.type",
-        "op_name": "CommAnalyzerTime.hccl_op_name", "group": "CommAnalyzerTime.group_name",
-        "op_type": "from hccl_op_name", "start_ns": "CommAnalyzerTime.start_timestamp (µs → ns)",
-        "elapse_us": "CommAnalyzerTime.elapse_time × 1000", "transit_us": "CommAnalyzerTime.transit_time × 1000",
-        "wait_us": "CommAnalyzerTime.wait_time × 1000",
-        "synchronization_us": "CommAnalyzerTime.synchronization_time × 1000",
-        "idle_us": "CommAnalyzerTime.idle_time × 1000", "wait_ratio": "wait / (wait + transit)",
-        "synchronization_ratio": "synchronization / (synchronization + transit)",
-        "transit_size_mb": "Σ CommAnalyzerBandwidth.transit_size of the op",
-    }
     routes = {
         "kernels": (_db_kernels(), dbt.KERNEL_DB_TABLES, dbt.KERNEL_DB_ORIGIN),
         "op_statistic": (_db_simple("op_statistic", OP_STATISTIC.title, PROFILER_DB, OP_STATISTIC.canonical_names,
                                     lambda p, sink, cols: dbt.read_op_statistic(p, sink)),
-                         dbt.KERNEL_DB_TABLES, {"*": "COMPUTE_TASK_INFO ⨝ TASK grouped by opType, taskType"}),
+                         dbt.KERNEL_DB_TABLES, dbt.OP_STATISTIC_DB_ORIGIN),
         "step_events": (_db_simple("step_events", "step windows", PROFILER_DB, STEP_EVENT_COLUMNS,
                                    lambda p, sink, cols: dbt.read_step_events(p, cols, sink)),
-                        ("STEP_TIME",), {"name": "ProfilerStep#<STEP_TIME.id>", "ts_ns": "STEP_TIME.startNs",
-                                         "dur_us": "(STEP_TIME.endNs − startNs) / 1000"}),
+                        ("STEP_TIME",), dbt.STEP_EVENTS_DB_ORIGIN),
         "step_trace": (_db_simple("step_trace", "step time breakdown", ANALYSIS_DB, steps.STEP_COLUMNS,
                                   lambda p, sink, cols: dbt.read_step_trace(p, sink)),
-                       ("StepTraceTime",), {k: f"StepTraceTime.{v}" for k, v in dbt.STEP_TRACE_DB.items()}),
+                       ("StepTraceTime",), dbt.STEP_TRACE_DB_ORIGIN),
         "communication": (_db_simple("communication", "communication ops", ANALYSIS_DB, comm.COMMUNICATION_COLUMNS,
                                      lambda p, sink, cols: dbt.read_communication(p, 0, sink)),
-                          ("CommAnalyzerTime", "CommAnalyzerBandwidth"), comm_origin),
+                          ("CommAnalyzerTime", "CommAnalyzerBandwidth"), dbt.COMMUNICATION_DB_ORIGIN),
         "communication_bandwidth": (
             _db_simple("communication_bandwidth", "communication bandwidth", ANALYSIS_DB, comm.BANDWIDTH_COLUMNS,
                        lambda p, sink, cols: dbt.read_communication(p, 1, sink)),
-            ("CommAnalyzerBandwidth",),
-            {"link_type": "CommAnalyzerBandwidth.transport_type", "transit_size_mb": "CommAnalyzerBandwidth.transit_size",
-             "transit_us": "CommAnalyzerBandwidth.transit_time × 1000", "bandwidth_gbps": "CommAnalyzerBandwidth.bandwidth",
-             "large_packet_ratio": "CommAnalyzerBandwidth.large_packet_ratio"}),
+            ("CommAnalyzerBandwidth",), dbt.BANDWIDTH_DB_ORIGIN),
         "communication_matrix": (
             _db_simple("communication_matrix", "communication matrix", ANALYSIS_DB, comm.MATRIX_COLUMNS,
                        lambda p, sink, cols: dbt.read_communication_matrix(p, sink)),
-            ("CommAnalyzerMatrix",),
-            {"src_rank": "CommAnalyzerMatrix.src_rank", "dst_rank": "CommAnalyzerMatrix.dst_rank",
-             "transport_type": "CommAnalyzerMatrix.transport_type", "transit_size_mb": "CommAnalyzerMatrix.transit_size",
-             "transit_us": "CommAnalyzerMatrix.transit_time × 1000", "bandwidth_gbps": "CommAnalyzerMatrix.bandwidth"}),
+            ("CommAnalyzerMatrix",), dbt.MATRIX_DB_ORIGIN),
         "memory_record": (_db_simple("memory_record", MEMORY_RECORD.title, PROFILER_DB, MEMORY_RECORD.canonical_names,
                                      lambda p, sink, cols: dbt.read_memory_record(p, cols, sink)),
-                          ("MEMORY_RECORD", "STRING_IDS"),
-                          {"component": "MEMORY_RECORD.component (STRING_IDS)", "timestamp_ns": "MEMORY_RECORD.timestamp",
-                           "total_allocated_mb": "MEMORY_RECORD.totalAllocated / 1024000 (MindSpore's MB)",
-                           "total_reserved_mb": "MEMORY_RECORD.totalReserved / 1024000",
-                           "total_active_mb": "MEMORY_RECORD.totalActive / 1024000",
-                           "device_type": "NPU:<MEMORY_RECORD.deviceId>"}),
+                          ("MEMORY_RECORD", "STRING_IDS"), dbt.MEMORY_RECORD_DB_ORIGIN),
     }
     return tuple(_with_db(ld, *routes[ld.name]) if ld.name in routes else ld for ld in loaders)
 
