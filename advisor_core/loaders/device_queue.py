@@ -25,6 +25,7 @@ import csv
 import io
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,9 +38,12 @@ DEVICE_QUEUE_COLUMNS = ("step", "node_name", "start_us", "end_us", "wait_us", "q
 _NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)")  # msprof appends "\t" (and MindSpore strips two chars): lenient
 
 
-def _num(text: str) -> float | None:
+def _num(text: str) -> int | float | None:
+    """An int when the text is one (GPU ns stamps exceed float64's exact integers), else a float."""
     m = _NUMBER.match(text or "")
-    return float(m.group(1)) if m else None
+    if not m:
+        return None
+    return float(m.group(1)) if "." in m.group(1) else int(m.group(1))
 
 
 def read_device_queue(path: Path, kind: str, sink: DiagnosticSink) -> pd.DataFrame | None:
@@ -55,25 +59,21 @@ def read_device_queue(path: Path, kind: str, sink: DiagnosticSink) -> pd.DataFra
         sink.warning("malformed-rows", f"{bad} line(s) are not 'name start end queue_size' records; skipped", path,
                      line=first_bad)
     scale = 1e-3 if kind == "minddata_getnext_profiling" else 1.0  # GPU stamps are ns
-    frame = pd.DataFrame.from_records(rows, columns=["node_name", "start_us", "end_us", "queue_size"])
-    getnext = frame["node_name"].str.startswith("GetNext")
-    if getnext.any():
-        frame = frame[getnext]
-    frame = frame.sort_values("start_us", kind="stable").reset_index(drop=True)
-    start = frame["start_us"].to_numpy(dtype=float) * scale
-    end = frame["end_us"].to_numpy(dtype=float) * scale
+    if any(r[0].startswith("GetNext") for r in rows):
+        rows = [r for r in rows if r[0].startswith("GetNext")]
+    rows.sort(key=lambda r: r[1])  # one record per step: a loop over steps
     out = pd.DataFrame({
-        "step": np.arange(1, len(frame) + 1),
-        "node_name": frame["node_name"].astype("string"),
-        "start_us": start,
-        "end_us": end,
-        "wait_us": end - start,
-        "queue_size": frame["queue_size"].to_numpy(dtype=float),
+        "step": np.arange(1, len(rows) + 1),
+        "node_name": pd.array([r[0] for r in rows], dtype="string"),
+        "start_us": np.array([r[1] * scale for r in rows], dtype=float),
+        "end_us": np.array([r[2] * scale for r in rows], dtype=float),
+        "wait_us": np.array([(r[2] - r[1]) * scale for r in rows], dtype=float),  # exact before the scaling
+        "queue_size": np.array([r[3] for r in rows], dtype=float),
     })
     return out.astype({"step": "Int64"})
 
 
-def _text_rows(text: str) -> tuple[list[tuple[str, float, float, float]], int, int | None]:
+def _text_rows(text: str) -> tuple[list[tuple[str, Any, Any, Any]], int, int | None]:
     rows, bad, first_bad = [], 0, None
     for lineno, line in enumerate(text.splitlines(), 1):
         parts = line.split()
@@ -89,7 +89,7 @@ def _text_rows(text: str) -> tuple[list[tuple[str, float, float, float]], int, i
     return rows, bad, first_bad
 
 
-def _csv_rows(text: str) -> tuple[list[tuple[str, float, float, float]], int, int | None]:
+def _csv_rows(text: str) -> tuple[list[tuple[str, Any, Any, Any]], int, int | None]:
     reader = csv.reader(io.StringIO(text))
     header = next(reader, None) or []
     names = [h.strip().lower() for h in header]

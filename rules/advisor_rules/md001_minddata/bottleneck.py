@@ -136,7 +136,7 @@ def _transfer(rank: Any, wait: Wait, pipe: Any = None) -> Bottleneck:
     if pipe is not None and not pipe.empty:
         root = pipe[pipe["parent_id"].isna()]
         if not root.empty and str(root.iloc[0]["op_type"]).startswith(("DataQueue", "DeviceQueue")):
-            label = f"{op_label(next(root.itertuples()))} (host→device transfer)"
+            label = op_label(next(root.itertuples()))  # the op that pushes batches to the device
     if wait.device_empty_share is not None and wait.host_empty_share is not None:
         reason = (f"the device queue is empty at {100 * wait.device_empty_share:.0f}% of the steady GetNext calls while "
                   f"the host queue is empty in only {100 * wait.host_empty_share:.0f}% of the steps: the pipeline keeps "

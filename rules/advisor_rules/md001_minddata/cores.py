@@ -60,9 +60,9 @@ class HostCpu:
     ``minddata_cpu_utilization`` samples the training process (``process_info``: all its
     threads, % of one core) and each pipeline op's threads (``op_info``). The training
     process's own threads — MindSpore's runtime launching the step, the Python loop; on the
-    CPU backend the step itself — use ``process − pipeline`` cores. A worker added to the
-    pipeline competes with them for the device's cores: the job's CPU work per step must fit
-    on those cores whatever the workers.
+    CPU backend the step itself — use ``process − pipeline`` cores. More workers spread the
+    pipeline's CPU work differently; they do not shrink it, nor the training threads' work:
+    all of it must still fit on the device's cores each step.
     """
 
     cores: int  # cores per device: the bound on workers
@@ -75,21 +75,17 @@ class HostCpu:
         return max(self.process_cores - self.pipeline_cores, 0.0)
 
     @property
-    def own_cores(self) -> float:
-        """CPU this device's job uses: its process, or its pipeline when worker processes sit outside it."""
+    def job_cores(self) -> float:
+        """CPU the job uses: its process, or its pipeline when worker processes sit outside it."""
         return max(self.process_cores, self.pipeline_cores)
 
     def cpu_bound_step_us(self, step_us: float) -> float:
-        """The shortest step the CPU allows: the job's CPU per step (own cores × step) over the device's cores.
-
-        More workers change how the pipeline's CPU work is spread, not how much there is: the
-        pipeline's and the training process's work per step must still fit on the cores.
-        """
-        return self.own_cores * step_us / self.cores
+        """The shortest step the cores allow: the job's CPU work per step (job cores × step) over the cores."""
+        return self.job_cores * step_us / self.cores
 
     def describe(self) -> str:
-        return (f"the training process uses {self.process_cores:.2f} of the {self.cores} core(s) "
-                f"({self.pipeline_cores:.2f} in the pipeline's ops, {self.training_cores:.2f} in its own threads)")
+        return (f"the training process uses {self.process_cores:.2f} of the {self.cores} core(s): "
+                f"{self.pipeline_cores:.2f} in its pipeline ops, {self.training_cores:.2f} in its own threads")
 
 
 def host_cpu(ctx: RuleContext, rank: Any, cores_option: int | None) -> HostCpu | None:

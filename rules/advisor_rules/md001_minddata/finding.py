@@ -37,6 +37,7 @@ def finding(rule: MinddataBottleneck, ctx: RuleContext, rank: Any, wait: Wait, b
     saving = (step_us - est.predicted_step_us) if (est.predicted_step_us is not None and step_us) else wait_us
 
     what = bott.label if bott is not None else "the data pipeline"
+    transfer = bott is not None and bott.kind == "transfer"
     msg = [_wait_sentence(wait, wait_us, share, step_us)]
     if bott is not None:
         msg.append(f"Bottleneck: {bott.label}, because {bott.reason}.")
@@ -47,7 +48,7 @@ def finding(rule: MinddataBottleneck, ctx: RuleContext, rank: Any, wait: Wait, b
                        "and does not look at the input queue.)")
     else:
         msg.append("The pipeline files needed to name the op are missing (collect with data_process=True).")
-    if op_cpu is not None and workers:
+    if op_cpu is not None and workers and not transfer:
         msg.append(f"{what} uses {op_cpu:.1f}% CPU in all over {workers} worker(s) ({op_cpu / workers:.1f}% per worker).")
     if gil:
         msg.append(f"Python held by the GIL, likely: {python_why}. Thread workers run it one at a time — more of them "
@@ -58,10 +59,9 @@ def finding(rule: MinddataBottleneck, ctx: RuleContext, rank: Any, wait: Wait, b
     elif est.target is not None:
         msg.append(_prediction(est, cpu, workers, step_us, cores, cores_src, gil, o.headroom_pct))
     elif bott is not None and est.limit == "cpu" and cpu is not None and step_us:
-        msg.append(f"More workers will not help: {cpu.describe()}, so the job's CPU per step already fills the "
-                   f"{cpu.cores} core(s) it may use (the step cannot drop below "
-                   f"{(est.cpu_bound_us or 0) / 1000:.2f} ms on this host). Make {what} cheaper, move the work offline "
-                   "(e.g. preprocess into MindRecord), or give the job more cores.")
+        msg.append(f"More workers will not help: {cpu.describe()}, so the job's CPU work per step already fills the "
+                   f"cores (the step cannot drop below {(est.cpu_bound_us or 0) / 1000:.2f} ms on this host). Make "
+                   f"{what} cheaper, move the work offline (e.g. preprocess into MindRecord), or give the job more cores.")
     elif bott is not None and workers and cores is not None and workers >= cores:
         msg.append(
             f"num_parallel_workers is already at the host's {cores} core(s) per device: make {what} cheaper "
@@ -76,7 +76,7 @@ def finding(rule: MinddataBottleneck, ctx: RuleContext, rank: Any, wait: Wait, b
     confidence = 0.9 if (bott is not None and wait.source != "none") else 0.6
     if bott is not None and bott.kind == "transfer":
         confidence = 0.8 if wait.device_empty_share is not None else 0.6
-    evidence = _evidence(rule, wait, wait_us, step_us, bott, workers, cores, cores_src, cpu, est)
+    evidence = _evidence(rule, wait, wait_us, step_us, bott, None if transfer else workers, cores, cores_src, cpu, est)
     return Finding(
         code=rule.code,
         rule=rule.name,
@@ -89,7 +89,7 @@ def finding(rule: MinddataBottleneck, ctx: RuleContext, rank: Any, wait: Wait, b
         step_time_us=step_us,
         confidence=confidence,
         evidence=evidence,
-        locations=_locations(ctx, rank, bott, gil, key is not None),
+        locations=_locations(ctx, rank, bott, gil, key is not None and not transfer),
         patches=patches,
         rank=rank.rank_id,
         tags=list(rule.tags),
@@ -125,8 +125,8 @@ def _prediction(est: WorkerEstimate, cpu: HostCpu | None, workers: int | None, s
     out = (f"With {est.target} workers{' in worker processes' if gil else ''} ({headroom_pct:.0f}% headroom; bound: "
            f"{cores} cores per device, {cores_src}) the step should drop to {est.predicted_step_us / 1000:.2f} ms")
     if est.limit == "cpu" and cpu is not None and step_us and workers:
-        out += (f", not to {step_us * workers / est.target / 1000:.2f} ms: {cpu.describe()}, and the job's CPU per step "
-                f"({cpu.own_cores * step_us / 1000:.1f} core-ms) must fit on the {cpu.cores} core(s)")
+        out += (f", not to {step_us * workers / est.target / 1000:.2f} ms: {cpu.describe()}, and the job's CPU work "
+                f"per step ({cpu.job_cores * step_us / 1000:.1f} core-ms) must fit on the {cpu.cores} core(s)")
     return out + "."
 
 
@@ -248,8 +248,9 @@ def _evidence(rule: MinddataBottleneck, wait: Wait, wait_us: float, step_us: flo
     if cpu is not None:
         ev.append(Evidence(name="training_process_cores", value=round(cpu.process_cores, 3),
                            source="minddata_cpu_utilization process_info"))
-        ev.append(Evidence(name="pipeline_cores", value=round(cpu.pipeline_cores, 3), source="minddata_cpu_utilization op_info"))
+        ev.append(Evidence(name="training_thread_cores", value=round(cpu.training_cores, 3),
+                           source="process_info − op_info: the training process's own threads"))
     if est.cpu_bound_us is not None:
         ev.append(Evidence(name="cpu_bound_step", value=round(est.cpu_bound_us, 3), unit="µs",
-                           source="job CPU per step / cores it may use"))
+                           source="the job's CPU per step / the device's cores"))
     return ev

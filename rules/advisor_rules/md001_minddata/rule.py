@@ -17,20 +17,34 @@ class MinddataBottleneck(Rule):
     """The MindData (dataset) pipeline cannot keep up: the device waits for data every step.
 
     What
-        Decides whether the device waits for input data, and which pipeline op is
-        the bottleneck. Time lost per step comes from the step trace (legacy step
-        gap ``iteration_interval``; or ``Free`` time when the feeding queue runs
-        empty) or from the host queue's get-next waits. Per step: the trace's
-        ``ProfilerStep#n`` windows, else MindSpore's whole-collection ``Step=0`` row
-        of ``step_trace_time.csv`` divided by the steps it covers (trace windows,
-        else kernel ``Step ID``s, else the host queue's one record per batch).
+        Decides whether the device waits for input data, and what it waits for: a
+        pipeline op, or the host→device transfer. Time lost per step comes from the
+        step trace (legacy step gap ``iteration_interval``; or ``Free`` time), else
+        the device's ``GetNext`` waits (``minddata_aicpu`` / CANN ``aicpu_mi``), else
+        the host queue's get-next waits. Per step: the trace's ``ProfilerStep#n``
+        windows, else MindSpore's whole-collection ``Step=0`` row of
+        ``step_trace_time.csv`` divided by the steps it covers (trace windows, else
+        kernel ``Step ID``s, else the host queue's one record per batch).
         ``Preparing`` (step start → first kernel) is idle time *inside* ``Free``
         (Computing + Communication(Not Overlapped) + Free tile the step), so the
-        wait is ``Free``, never ``Free + Preparing``. The bottleneck op is the
-        one whose **input queue is full while its output queue is empty**
-        (``minddata_pipeline_raw``), a leaf reader whose output queue stays low,
-        or — all queues full but the device queue empty — the host→device
-        transfer. MindSpore's own ``bottleneck_warning`` scans leaf → root and can
+        wait is ``Free``, never ``Free + Preparing``.
+
+        Only steady steps count: leading steps longer than the later steps' median +
+        max(3×MAD, 10 %) are warm-up (the queues filling, a cold cache, compilation)
+        and are left out — the finding, or the reason for none, says which. And the
+        device only counts as waiting for data when the queue feeding it was empty in
+        at least ``empty_queue_share`` (30 %, MindInsight's criterion) of the steady
+        steps: idle time with a batch at hand is not the pipeline's. In sink mode two
+        queues feed the device: the **device queue** empty at GetNext while the **host
+        queue** stays full means the batches wait on the host→device transfer, not on
+        the pipeline (MindInsight: "host queue full, data queue empty: data transfer
+        may be the bottleneck").
+
+        The bottleneck op is the one whose **input queue is full while its output
+        queue is empty** (low on average, or empty in most samples;
+        ``minddata_pipeline_raw``; in non-sink mode the root op's own queue is the one
+        the training loop reads), else a leaf reader whose queue and every queue after
+        it stay low. MindSpore's own ``bottleneck_warning`` scans leaf → root and can
         name a neighbour (the 2.10 sample names ``Batch(id=1)`` while ``Map(id=2)``
         sits between a 95 % full and a 0 % full queue); this rule decides from the
         queues and says so when it disagrees.
@@ -47,23 +61,37 @@ class MinddataBottleneck(Rule):
         39.4 ms per step.
 
     Fix
-        Raise ``train_dataset.num_parallel_workers`` (the map ops' workers) to what
-        the step needs — never beyond the host's CPU cores per device; set
-        ``python_multiprocessing: True`` when a Python op is held by the GIL (its
-        threads together use about one core; or the config lists a Python transform;
-        or the map burns ≥ 10× — and ``heavy_sample_us`` per sample more than — the CPU
-        its listed transforms cost at typical rates, i.e. code the config does not
-        list, which in a MindFormers dataset is Python: a PyFunc, a tokenizer; with
-        one worker the CPU share cannot tell); raise ``prefetch_size`` when Batch is
-        the bottleneck with idle CPU. The estimate assumes a CPU-bound op scales
-        with workers until the step becomes compute-bound: workers = ⌈w · step /
-        (compute · (1 − headroom))⌉ (20 % headroom against jitter), predicted step
-        = max(compute, step · w / workers). The bound is the host's cores *per
-        device*: ``cpu_processor_num`` counts the whole host, so it is divided by
-        the devices sharing it — the job's ranks on that host (profiles, world
-        size), and a whole server's NPUs (8) when the profiler names an Ascend
-        910-family device (192 cores / 8 = 24 on an Atlas 800T A2); override with
-        settings ``host.cpu_cores_per_device`` / ``host.devices_per_host``.
+        Give the slow op more workers — through ``train_dataset.num_parallel_workers``
+        when that key sets its workers (MindFormers makes it every op's default and
+        passes it to ``batch()``; the profile's worker count equals it), else in the
+        dataset code (a display-only ``.batch(..., num_parallel_workers=N)``); never
+        beyond the host's CPU cores per device, and never a value the config already
+        has. Set ``python_multiprocessing: True`` when a Python op is held by the GIL
+        (its threads together use about one core; or the config lists a Python
+        transform; or the map burns ≥ 10× — and ``heavy_sample_us`` per sample more
+        than — the CPU its listed transforms cost at typical rates, i.e. code the
+        config does not list, which in a MindFormers dataset is Python: a PyFunc, a
+        tokenizer; with one worker the CPU share cannot tell). ``prefetch_size`` is
+        never raised: deeper queues absorb jitter, they do not make a slow op faster
+        (measured on a slow ``batch(per_batch_map=…)``: no gain). For the transfer,
+        no worker helps: send fewer bytes per batch, keep sink mode on, check NUMA and
+        the PCIe link.
+
+        The estimate: a CPU-bound op scales with workers until the step is bound by
+        the compute or by the host's CPU — predicted step = max(compute, step · w /
+        workers, job CPU per step / cores), with workers = ⌈w · step / (floor · (1 −
+        headroom))⌉ (20 % headroom against jitter; floor = max(compute, CPU bound)).
+        The CPU bound counts the training process's own threads (``process_info``
+        less the pipeline ops: the runtime launching the step, the Python loop, on
+        the CPU backend the step itself): on a 2-core host 1.4 cores busy, a second
+        decode worker wins a third of the step, not half (28 ms estimated, 29 ms
+        measured, where ``step / 2`` predicted 47). The bound on workers is the
+        host's cores *per device*: ``cpu_processor_num`` counts the whole host, so it
+        is divided by the devices sharing it — the job's ranks on that host
+        (profiles, world size), and a whole server's NPUs (8) when the profiler
+        names an Ascend 910-family device (192 cores / 8 = 24 on an Atlas 800T A2);
+        override with settings ``host.cpu_cores_per_device`` /
+        ``host.devices_per_host``.
 
     Config alone (``advisor lint``): a ``train_dataset`` whose map transforms cost
     at least ``heavy_sample_us`` of CPU per sample (assumed typical per-transform
@@ -86,6 +114,7 @@ class MinddataBottleneck(Rule):
             Need.table("minddata_pipeline"),
             Need.table("minddata_summary"),
             Need.table("host_queue"),
+            Need.table("device_queue"),
             Need.table("step_trace"),
             Need.table("trace_events"),
             Need.config("dataset.transforms"),
@@ -93,7 +122,7 @@ class MinddataBottleneck(Rule):
         )
     )
     tags = ("data", "minddata")
-    rank_tables = ("minddata_pipeline", "minddata_summary", "minddata_cpu", "host_queue", "step_trace")
+    rank_tables = ("minddata_pipeline", "minddata_summary", "minddata_cpu", "host_queue", "device_queue", "step_trace")
     fix_availability = "sometimes"
 
     class Options(RuleOptions):

@@ -2,9 +2,9 @@
 
 The estimate: a CPU-bound op's batch time scales as 1/workers until the step is bound by
 something else — the device's compute, or the host's CPU. The host bound is real on small
-hosts: the pipeline's work and the training process's own (its threads launching the step; on
-the CPU backend, the step itself) must fit on the cores together, so a second worker on a
-2-core host that is already 1.5 cores busy wins far less than ``step / 2``
+hosts: the pipeline's CPU work and the training process's own (its threads launching the step;
+on the CPU backend, the step itself) must fit on the cores together, so a second worker on a
+2-core host that is already 1.4 cores busy wins far less than ``step / 2``
 (:class:`~advisor_rules.md001_minddata.cores.HostCpu`).
 
 MindFormers builds every dataset op from ``train_dataset.num_parallel_workers``: it is
@@ -31,7 +31,7 @@ class WorkerEstimate:
 
     target: int | None
     predicted_step_us: float | None
-    cpu_bound_us: float | None  # the shortest step the host's CPU allows (None: not measured)
+    cpu_bound_us: float | None  # the shortest step the job's CPU work allows on the device's cores (None: unknown)
     limit: str  # what bounds the step after: compute | workers | cpu; or why there is no target: cores | cpu | ""
 
 
@@ -55,11 +55,13 @@ def governing_key(cfg: Any, bott: Bottleneck, cores: int | None) -> tuple[str | 
 
 def plan_workers(bott: Bottleneck, workers: int | None, step_us: float | None, compute_us: float | None,
                  cores: int | None, cpu: HostCpu | None, headroom_pct: float) -> WorkerEstimate:
-    """Workers for a CPU-bound op and the step after (a target always exceeds ``workers``).
+    """Workers for the slow op and the step after (a target always exceeds ``workers``).
 
-    workers = ⌈w · step / (floor · (1 − headroom))⌉ with floor = max(compute, CPU bound), at
-    least w + 1, at most the cores per device; predicted step = max(compute, step · w / workers,
-    CPU bound). No target when the CPU bound leaves nothing to win.
+    The step with n workers: ``max(compute, step · w / n, cpu_bound)`` — the op's batch time
+    spread over its workers, but never below the device's compute nor below the job's CPU
+    work per step over the device's cores (:meth:`HostCpu.cpu_bound_step_us`).
+    workers = ⌈w · step / (floor · (1 − headroom))⌉ with floor = max(compute, cpu_bound), at
+    least w + 1, at most the cores per device. No target when that leaves nothing to win.
     """
     if not workers or not step_us or compute_us is None or bott.kind not in ("op", "leaf"):
         return WorkerEstimate(None, None, None, "")
@@ -75,7 +77,7 @@ def plan_workers(bott: Bottleneck, workers: int | None, step_us: float | None, c
     predicted = max(compute_us, by_workers, cpu_bound or 0.0)
     limit = ("cpu" if cpu_bound is not None and cpu_bound >= max(compute_us, by_workers)
              else "workers" if by_workers >= compute_us else "compute")
-    if predicted >= step_us * 0.99:  # the host's CPU is already spent: another worker only competes for it
+    if predicted >= step_us * 0.99:  # the cores are already spent: another worker only competes for them
         return WorkerEstimate(None, None, cpu_bound, "cpu")
     return WorkerEstimate(target, predicted, cpu_bound, limit)
 
