@@ -342,6 +342,7 @@ def adopt_digests(ranks: Mapping[int, Any], digests: Iterable[RankDigest], sink:
     for d in sorted(digests, key=lambda d: d.rank_id):
         rank = ranks[d.rank_id]
         if hasattr(d.op_view, "fetch"):  # left on a Dask worker: fetched when a rule asks
+            d.op_view.sink = sink  # where a fetch that fails, or a worker lost meanwhile, is said
             rank.adopt_op_view_loader(d.op_view.fetch)
         else:
             rank.adopt_op_view(d.op_view)

@@ -40,6 +40,7 @@ class SessionOptions:
     jobs: int | None = None  # worker processes for the per-rank work; None: every core when it pays
     scheduler: str | None = None  # a Dask scheduler address (tcp://HOST:PORT) or "local" for the per-rank work
     scheduler_timeout: float = 30.0  # seconds to reach the scheduler and find a worker
+    task_timeout: float | None = None  # Dask: seconds with no task finishing before a rank is given up (None: default)
     source: str = "auto"  # which export a table is read from when a rank has both: auto | text | db
 
 
@@ -177,7 +178,8 @@ class Session:
         if self.options.scheduler:
             from advisor_core.engine.dask_units import DaskUnits
 
-            cluster = DaskUnits(self.options.scheduler, self.options.scheduler_timeout)  # fails before any work
+            cluster = DaskUnits(self.options.scheduler, self.options.scheduler_timeout,  # fails before any work
+                                self.options.task_timeout)
         try:
             result = run_rules(self.inputs(), self.host, select=sel, ignore=ign, options=opts,
                                workers=self.options.jobs, progress=progress, cluster=cluster)
