@@ -17,11 +17,13 @@ from advisor_core.simulate.engine import SimulationResult, simulate
 from advisor_core.simulate.errors import SimulationInputError
 from advisor_core.simulate.faults import (
     CastRoundTrip,
+    DataWarmup,
     DegradedLink,
     ExpensiveMapOp,
     NDFormatOp,
     ParamTransData,
     SlowDataRank,
+    SlowHostToDevice,
     SlowKernelRank,
     StrategyMismatch,
     parse_faults,
@@ -47,6 +49,8 @@ __all__ = [
     "SlowKernelRank",
     "SlowDataRank",
     "DegradedLink",
+    "DataWarmup",
+    "SlowHostToDevice",
     "parse_faults",
 ]
 

@@ -31,8 +31,8 @@ from advisor_core.simulate.costs import link_of
 from advisor_core.simulate.errors import SimulationInputError
 from advisor_core.simulate.faults import parse_faults
 from advisor_core.simulate.hardware import HardwareProfile, apply_hardware_overrides, load_hardware
-from advisor_core.simulate.minddata import PipelineModel, model_pipeline
-from advisor_core.simulate.schedule import RunSchedule, StageProgram, build_program, run_schedule
+from advisor_core.simulate.minddata import DEQUEUE_LATENCY_US, PipelineModel, model_pipeline
+from advisor_core.simulate.schedule import T0_NS, RunSchedule, StageProgram, build_program, run_schedule
 from advisor_core.simulate.stage import StageGraph, build_stage
 from advisor_core.simulate.workload import Workload, workload_from_config
 
@@ -239,7 +239,8 @@ def run_model(prep: Prepared, steps: int, seed: int) -> Model:
     probe = run_schedule(w, programs, 1, 0, seed, launch, tuple(f for f in prep.faults if not isinstance(f, SlowDataRank)))
     busy = max(int((probe.step_end[s] - probe.step_start[s]).max()) for s in range(w.pp))
     pipe = model_pipeline(w.dataset, hw, prep.faults, busy)
-    sched = run_schedule(w, programs, steps, pipe.gap_ns, seed, launch, tuple(prep.faults))
+    sched = run_schedule(w, programs, steps, pipe.gap_ns, seed, launch, tuple(prep.faults),
+                         pipe.ready_ns(T0_NS, steps), int(DEQUEUE_LATENCY_US * 1000))
     return Model(prep, stages, programs, pipe, sched, steps, seed)
 
 

@@ -13,7 +13,11 @@ key controls:
   every step instead of once;
 * :class:`StrategyMismatch` — a shard strategy override on one operator that disagrees with its
   neighbours, forcing ``redistribution_op_*`` AllGather/Split/Concat chains;
-* :class:`ExpensiveMapOp` — a costly per-sample transform (Python by default) in the dataset map.
+* :class:`ExpensiveMapOp` — a costly per-sample transform (Python by default) in the dataset map;
+* :class:`DataWarmup` — the first batches cost more to produce (a cold shard cache), so the
+  first steps wait for data while the steady state keeps up;
+* :class:`SlowHostToDevice` — the host→device link moves batches slowly: the pipeline keeps the
+  host queue full while the device queue runs empty.
 
 Cluster faults hit one rank, as a sick device or host does in a large job (the cluster
 rules, ``CL``, trace them back to that rank):
@@ -43,6 +47,8 @@ __all__ = [
     "ParamTransData",
     "StrategyMismatch",
     "ExpensiveMapOp",
+    "DataWarmup",
+    "SlowHostToDevice",
     "SlowKernelRank",
     "SlowDataRank",
     "DegradedLink",
@@ -104,6 +110,21 @@ class ExpensiveMapOp(_FaultBase):
     python: bool = True
 
 
+class DataWarmup(_FaultBase):
+    """The first ``batches`` batches each take ``extra_us`` more to produce (shards fetched on first use)."""
+
+    kind: Literal["data_warmup"] = "data_warmup"
+    batches: int = Field(3, ge=1)
+    extra_us: float = Field(250000.0, gt=0)
+
+
+class SlowHostToDevice(_FaultBase):
+    """Batches cross the host→device link at ``gbps`` GB/s (a shared or degraded PCIe link, a far NUMA node)."""
+
+    kind: Literal["slow_host_to_device"] = "slow_host_to_device"
+    gbps: float = Field(0.5, gt=0)
+
+
 class SlowKernelRank(_FaultBase):
     """Kernels whose op type contains ``op_type`` (every kernel when empty) take ``factor``× as long on ``rank``."""
 
@@ -131,8 +152,8 @@ class DegradedLink(_FaultBase):
 
 
 Fault = Annotated[
-    Union[CastRoundTrip, NDFormatOp, ParamTransData, StrategyMismatch, ExpensiveMapOp, SlowKernelRank, SlowDataRank,
-          DegradedLink], Field(discriminator="kind")
+    Union[CastRoundTrip, NDFormatOp, ParamTransData, StrategyMismatch, ExpensiveMapOp, DataWarmup, SlowHostToDevice,
+          SlowKernelRank, SlowDataRank, DegradedLink], Field(discriminator="kind")
 ]
 _ADAPTER = TypeAdapter(list[Fault])
 

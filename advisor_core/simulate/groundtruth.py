@@ -31,6 +31,7 @@ from advisor_core.simulate.faults import (
     NDFormatOp,
     ParamTransData,
     SlowDataRank,
+    SlowHostToDevice,
     SlowKernelRank,
     StrategyMismatch,
 )
@@ -205,7 +206,17 @@ def find_problems(model) -> list[Problem]:  # type: ignore[no-untyped-def]
     if not pipe.device_bound:
         mop = pipe.op(pipe.map_op_id)
         expensive = [f for f in prep.faults if isinstance(f, ExpensiveMapOp)]
-        if expensive and pipe.bottleneck == pipe.map_op_id:
+        slow_link = [f for f in prep.faults if isinstance(f, SlowHostToDevice)]
+        if pipe.transfer_bound:
+            root = pipe.ops[0]
+            out.append(Problem(
+                "MD001-host-to-device", "MD001",
+                f"The host->device transfer is the bottleneck: {root.op_type}(id={root.op_id}) pushes a batch in "
+                f"{pipe.push_us / 1000:.1f} ms while the pipeline produces one every "
+                f"{max(o.period_us for o in pipe.ops[1:]) / 1000:.1f} ms",
+                "Send fewer bytes per batch or restore the host->device link's bandwidth; more pipeline workers do not help.",
+                _where(all_ranks, None, f"{root.op_type}(id={root.op_id})"), None, drop_faults=slow_link))
+        elif expensive and pipe.bottleneck == pipe.map_op_id:
             f = expensive[0]
             out.append(Problem(
                 "MD001-expensive-map-op", "MD001",

@@ -12,6 +12,10 @@ The steady-state period per batch is the slowest op's ``cost / workers`` (or the
 work over the available cores, if that is larger). The device consumes one batch per step; when
 the period exceeds the device's busy time the device waits: ``gap = max(0, period − busy) +
 dequeue latency``, shown as ``Free`` at the start of every step and as an empty device queue.
+The push onto the device (``DataQueueOp``) is a stage too: when it is the slowest (a slow
+host→device link) the host queue stays full and only the device queue runs empty. A cold start
+(:class:`~advisor_core.simulate.faults.DataWarmup`) makes the first batches late: those steps
+wait until their batch arrives (:meth:`PipelineModel.ready_ns`), the later ones only the gap.
 
 Queue samples (every ``SAMPLING_INTERVAL_MS``) follow from who is the bottleneck: queues up
 stream of it stay full, queues downstream of it stay nearly empty; when the device is the
@@ -26,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from advisor_core.simulate import jitter
-from advisor_core.simulate.faults import ExpensiveMapOp
+from advisor_core.simulate.faults import DataWarmup, ExpensiveMapOp, SlowHostToDevice
 from advisor_core.simulate.hardware import HardwareProfile
 from advisor_core.simulate.workload import DatasetSpec
 
@@ -89,6 +93,25 @@ class PipelineModel:
     map_op_id: int
     push_us: float
     busy_us: float = 0.0  # device busy time per step the pipeline was modelled against
+    warmup_extra_us: tuple[float, ...] = ()  # extra production time of the first batches (cold start)
+
+    @property
+    def transfer_bound(self) -> bool:
+        """The host→device push, not a pipeline op, limits the data: the host queue stays full."""
+        return not self.device_bound and self.bottleneck == self.ops[0].op_id
+
+    def ready_ns(self, t0_ns: int, steps: int) -> np.ndarray | None:
+        """When batch k reaches the device, while the pipeline warms up (``None`` without a warm-up).
+
+        The pipeline starts with empty queues at ``t0``; batch k is ready after k + 1 periods plus
+        the extra cost of the cold batches before it.
+        """
+        if not self.warmup_extra_us:
+            return None
+        extra = np.zeros(steps)
+        n = min(steps, len(self.warmup_extra_us))
+        extra[:n] = self.warmup_extra_us[:n]
+        return (t0_ns + np.cumsum(self.period_us + extra) * 1000.0).astype(np.int64)
 
     @property
     def effective_period_us(self) -> float:
@@ -129,7 +152,8 @@ def model_pipeline(ds: DatasetSpec, hw: HardwareProfile, faults: list[object], b
     batch_cost = BATCH_FIXED_US + BATCH_PER_SAMPLE_US * b
     batch_period = batch_cost / min(w, 2)
     out_bytes = b * (3 * 224 * 224 * 4 if any(n in TRANSFORM_COST_US and n != "TypeCast" for n in names) else ds.sample_bytes)
-    push_us = PUSH_FIXED_US + out_bytes / (hw.pcie_h2d_bandwidth_gbps * 1e3)
+    h2d = min([hw.pcie_h2d_bandwidth_gbps] + [f.gbps for f in faults if isinstance(f, SlowHostToDevice)])
+    push_us = PUSH_FIXED_US + out_bytes / (h2d * 1e3)
     total_cpu = leaf_cost + map_cost + batch_cost + push_us
     cpu_period = total_cpu / cores
     periods = {"push": push_us, "batch": batch_period, "map": map_period, "leaf": leaf_period}
@@ -158,8 +182,12 @@ def model_pipeline(ds: DatasetSpec, hw: HardwareProfile, faults: list[object], b
     busy_us = busy_ns / 1000.0
     device_bound = period <= busy_us
     gap_us = max(0.0, period - busy_us) + DEQUEUE_LATENCY_US
+    warm = [f for f in faults if isinstance(f, DataWarmup)]
+    extra = np.zeros(max((f.batches for f in warm), default=0))
+    for f in warm:
+        extra[:f.batches] += f.extra_us
     return PipelineModel(ops, period, bottleneck, ds.prefetch_size, int(round(gap_us * 1000)), device_bound, out_bytes, cores,
-                         mop.op_id, push_us, busy_us)
+                         mop.op_id, push_us, busy_us, tuple(float(x) for x in extra))
 
 
 def sample(model: PipelineModel, duration_ns: int, seed: int, rank: int) -> None:

@@ -100,9 +100,14 @@ def _placeholders(w, rank: int, groups: dict[str, tuple[str, list[int]]]) -> dic
     }
 
 
+def prof_dir(rdir: Path) -> Path:
+    """CANN's ``PROF_*`` folder of a rank directory."""
+    return rdir / f"PROF_000001_{_timestamp(T0_NS)}_SIMULATEDASCENDMS"
+
+
 def write_device_info(rdir: Path, device_id: int, hw) -> None:  # type: ignore[no-untyped-def]
     """CANN's ``PROF_*/device_<id>/info.json.<id>``: core counts and AI core frequency (block-dim checks need them)."""
-    d = rdir / f"PROF_000001_{_timestamp(T0_NS)}_SIMULATEDASCENDMS" / f"device_{device_id}"
+    d = prof_dir(rdir) / f"device_{device_id}"
     d.mkdir(parents=True, exist_ok=True)
     info = {"DeviceInfo": [{"id": device_id, "env_type": 3, "ctrl_cpu_id": "ARMv8_Cortex_A55", "ctrl_cpu_core_num": 1,
                             "ai_cpu_core_num": 6, "ai_core_num": hw.ai_core_count, "aicpu_occupy_bitmap": 252,
@@ -150,11 +155,12 @@ def write_outputs(out: Path, model, *, name: str, expected: dict[str, Any] | Non
             write_op_statistic(apo / "op_statistic.csv", rd, p.kernels)
             write_step_trace_time(apo / "step_trace_time.csv", rd, p.kernels)
             write_trace_view(apo / "trace_view.json", rd, p.kernels, ms_pid=30000 + 17 * rank, device_id=device_id,
-                             group_ids=gids, gap_ns=model.schedule.gap_ns, profiler_steps=profiler_steps)
+                             group_ids=gids, gap_ns=model.schedule.wait_ns(p.stage, local), profiler_steps=profiler_steps)
             if rd.is_comm.any():
                 write_communication(apo, rd, p.kernels, gids, granks)
             minddata.sample(model.pipeline, hi - lo, model.seed, rank)
-            write_minddata(apo, fw, rank, model.pipeline, rd.step_start, T0_NS, hw.host_cpu_cores_per_node)
+            write_minddata(apo, fw, rank, model.pipeline, rd.step_start, T0_NS, hw.host_cpu_cores_per_node,
+                           model.schedule.wait_ns(p.stage, local), prof_dir(rdir), device_id)
             write_memory_files(apo, rd, g, device_id)
             write_device_info(rdir, device_id, hw)
             if export != "text":

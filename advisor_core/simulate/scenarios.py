@@ -18,11 +18,13 @@ from advisor_core.simulate.configio import load_config_text, set_dotted
 from advisor_core.simulate.errors import SimulationInputError
 from advisor_core.simulate.faults import (
     CastRoundTrip,
+    DataWarmup,
     DegradedLink,
     ExpensiveMapOp,
     NDFormatOp,
     ParamTransData,
     SlowDataRank,
+    SlowHostToDevice,
     SlowKernelRank,
     StrategyMismatch,
 )
@@ -97,6 +99,18 @@ _UNALIGNED = (
     ("model.model_config.vocab_size", 32001),
 )
 
+# The ResNet-like single-device image job of seed 001 case 1, its pipeline feeding the device fast enough
+_IMAGE_JOB = (
+    ("model.model_config.hidden_size", 1024), ("model.model_config.intermediate_size", 2816),
+    ("model.model_config.num_heads", 16), ("model.model_config.seq_length", 256), ("model.model_config.vocab_size", 25600),
+    ("runner_config.batch_size", 32), ("runner_config.gradient_accumulation_steps", 1),
+    ("parallel_config.data_parallel", 1), ("train_dataset.batch_size", 32),
+    ("train_dataset.data_loader.type", "ImageFolderDataset"), ("train_dataset.num_parallel_workers", 8),
+    ("train_dataset.prefetch_size", 16),
+    ("train_dataset.transforms", [{"type": "RandomCropDecodeResize"}, {"type": "RandomHorizontalFlip"},
+                                  {"type": "Normalize"}, {"type": "HWC2CHW"}]),
+)
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
@@ -115,6 +129,12 @@ SCENARIOS: dict[str, Scenario] = {
              ("train_dataset.transforms", [{"type": "RandomCropDecodeResize"}, {"type": "RandomHorizontalFlip"},
                                            {"type": "Normalize"}, {"type": "HWC2CHW"}])),
             layers=2, steps=5),
+        Scenario("minddata-warmup",
+                 "The image job with enough workers whose first 3 batches come from a cold shard cache: only the first "
+                 "steps wait for data", _IMAGE_JOB, (DataWarmup(batches=3, extra_us=250000.0),), layers=2, steps=8),
+        Scenario("minddata-transfer",
+                 "The image job with enough workers and a host->device link at 0.5 GB/s: the host queue stays full, "
+                 "the device queue runs empty", _IMAGE_JOB, (SlowHostToDevice(gbps=0.5),), layers=2, steps=5),
         Scenario("cast-excess", "rotary_dtype float32 with float16 compute, plus a lossy fp32->fp16->fp32 Cast round trip in model code",
                  _CLEAN + (("model.model_config.rotary_dtype", "float32"),), (CastRoundTrip(),)),
         Scenario("transdata-excess", "An ND-only op inside an FRACTAL_NZ chain and weights converted by TransData every step",

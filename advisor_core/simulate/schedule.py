@@ -11,7 +11,8 @@ Per rank there is one compute stream and one communication stream:
   the step's final backward exists (and the previous bucket is done), synchronised over the
   data-parallel group; the optimizer waits for all buckets — what is left of them after the
   backward is the exposed tail;
-* each step starts by waiting ``gap_ns`` for data (device queue empty: ``Free`` time);
+* each step starts by waiting ``gap_ns`` for data (device queue empty: ``Free`` time) — longer
+  while the pipeline warms up, until the batch it produces late reaches the device;
 * cluster faults act on one rank: a slow-kernel rank runs some kernels slower, a slow-data rank
   waits longer for its batch, and a degraded link moves that rank's share of a transfer slower —
   a collective ends when its slowest member's transfer does, so its peers wait inside HCCL
@@ -144,6 +145,11 @@ class RunSchedule:
     tail_wait: dict[int, np.ndarray]  # exposed gradient communication before the optimizer
     gap_ns: int
     steps: int
+    data_wait: dict[int, np.ndarray] = field(default_factory=dict)  # stage → (n_ranks, steps): the wait for data
+
+    def wait_ns(self, stage: int, local: int) -> np.ndarray:
+        """Per step, how long the rank waited for its batch at the step start (ns)."""
+        return self.data_wait[stage][local] if stage in self.data_wait else np.full(self.steps, self.gap_ns, np.int64)
 
 
 def _one_f_one_b(pp: int, s: int, m: int) -> list[tuple[str, int]]:
@@ -158,11 +164,15 @@ def _one_f_one_b(pp: int, s: int, m: int) -> list[tuple[str, int]]:
 
 class _Executor:
     def __init__(self, w: Workload, programs: list[StageProgram], steps: int, gap_ns: int, seed: int,
-                 launch_ns: int, faults: tuple = ()) -> None:
+                 launch_ns: int, faults: tuple = (), data_ready_ns: np.ndarray | None = None,
+                 dequeue_ns: int = 0) -> None:
         self.w = w
         self.progs = programs
         self.steps = steps
         self.gap = int(gap_ns)
+        self.data_ready = data_ready_ns
+        self.dequeue = int(dequeue_ns)
+        self.data_wait = {p.stage: np.zeros((len(p.ranks), steps), dtype=np.int64) for p in programs}
         self.seed = seed
         self.launch = launch_ns
         self.T = {p.stage: np.full(len(p.ranks), T0_NS, dtype=np.int64) for p in programs}
@@ -267,7 +277,12 @@ class _Executor:
         s = p.stage
         if phase == "D":
             self.step_start[s][:, step] = self.T[s]
-            self.T[s] = self.T[s] + self.gap + self.extra_gap[s]
+            wait = self.gap + self.extra_gap[s]
+            if self.data_ready is not None and step < len(self.data_ready):
+                # the batch is not in the device queue yet (the pipeline still warming up): wait for it
+                wait = np.maximum(wait, self.data_ready[step] - self.T[s] + self.dequeue)
+            self.data_wait[s][:, step] = wait
+            self.T[s] = self.T[s] + wait
             return
         if phase in ("F", "B"):
             blk = self.run_seq(p, p.fwd if phase == "F" else p.bwd, step, micro, phase)
@@ -332,8 +347,14 @@ class _Executor:
 
 
 def run_schedule(w: Workload, programs: list[StageProgram], steps: int, gap_ns: int, seed: int,
-                 launch_ns: int, faults: tuple = ()) -> RunSchedule:
-    """Replay ``steps`` steps of every stage (see module docstring); ``faults``: the cluster faults among them."""
-    ex = _Executor(w, programs, steps, gap_ns, seed, launch_ns, tuple(faults))
+                 launch_ns: int, faults: tuple = (), data_ready_ns: np.ndarray | None = None,
+                 dequeue_ns: int = 0) -> RunSchedule:
+    """Replay ``steps`` steps of every stage (see module docstring); ``faults``: the cluster faults among them.
+
+    ``data_ready_ns`` (absolute, per step): when each batch reaches the device queue while the
+    pipeline warms up; a step whose batch is not there yet waits for it (plus ``dequeue_ns``)
+    instead of the steady ``gap_ns``.
+    """
+    ex = _Executor(w, programs, steps, gap_ns, seed, launch_ns, tuple(faults), data_ready_ns, dequeue_ns)
     ex.run()
-    return RunSchedule(programs, ex.blocks, ex.step_start, ex.step_end, ex.tail, int(gap_ns), steps)
+    return RunSchedule(programs, ex.blocks, ex.step_start, ex.step_end, ex.tail, int(gap_ns), steps, ex.data_wait)

@@ -16,6 +16,7 @@ from advisor_core.simulate import (
     NDFormatOp,
     ParamTransData,
     SlowDataRank,
+    SlowHostToDevice,
     SlowKernelRank,
     StrategyMismatch,
     simulate,
@@ -24,6 +25,7 @@ from advisor_core.simulate.groundtruth import apply_patch
 
 FAULT_OF = {
     "MD001-expensive-map-op": ExpensiveMapOp,
+    "MD001-host-to-device": SlowHostToDevice,
     "CT001-cast-roundtrip": CastRoundTrip,
     "CT002-nd-format-op": NDFormatOp,
     "CT002-param-transdata": ParamTransData,
@@ -35,6 +37,8 @@ FAULT_OF = {
 EXPECTED_CODES = {
     "clean": set(),
     "minddata-bottleneck": {"MD001"},
+    "minddata-warmup": set(),  # only the first steps wait: start-up, not a pipeline that cannot keep up
+    "minddata-transfer": {"MD001"},
     "cast-excess": {"CT001"},
     "transdata-excess": {"CT002"},
     "unaligned": {"AL001"},

@@ -2,7 +2,9 @@
 
 Raw (as the MindData profiling manager saves them): ``pipeline_profiling_{rank}.json``,
 ``minddata_cpu_utilization_{rank}.json`` (with ``cpu_processor_num``) and
-``device_queue_profiling_{rank}.txt`` (sink mode). Derived, with MindSpore ≥ 2.5's own logic
+``device_queue_profiling_{rank}.txt`` (sink mode: the host queue). CANN's export of the device
+queue, ``PROF_*/mindstudio_profiler_output/aicpu_mi_*.csv`` (one GetNext per step: its wait and
+the device queue's size). Derived, with MindSpore ≥ 2.5's own logic
 (``ms_minddata_viewer.py``) re-implemented line for line — including its ``BottleneckAnalyzer``,
 which scans leaf → root and, through Python's ``list[-1]`` on a missing child, can name a
 neighbour of the slow op: ``minddata_pipeline_raw_{rank}.csv`` (BFS from the root, inline ops
@@ -18,9 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from advisor_core.simulate.minddata import SAMPLING_INTERVAL_MS, PipelineModel
+from advisor_core.simulate.minddata import DEQUEUE_LATENCY_US, SAMPLING_INTERVAL_MS, PipelineModel
 
 __all__ = ["write_minddata", "summarize", "BottleneckAnalyzer"]
+
+# CPU the training process's own host threads use besides its pipeline (% of one core): MindSpore's runtime
+# launching the step's kernels and the Python training loop — about one busy core on a sink-mode Ascend job.
+TRAINING_HOST_CPU_PCT = 90.0
 
 
 def _raw_pipeline(model: PipelineModel) -> dict:
@@ -38,15 +44,19 @@ def _raw_pipeline(model: PipelineModel) -> dict:
 
 
 def _cpu_json(model: PipelineModel, cores_total: int) -> dict:
+    """``minddata_cpu_utilization``: ops and the process in % of one core, the host in % of all its cores."""
     n = len(model.ops[0].cpu_user)
     user = np.zeros(n)
     sys_ = np.zeros(n)
     for op in model.ops:
         user += np.array(op.cpu_user)
         sys_ += np.array(op.cpu_sys)
+    # the training process: its pipeline threads and its own (runtime launching the step, the Python loop)
+    proc_user = np.round(user + TRAINING_HOST_CPU_PCT * 0.85, 2)
+    proc_sys = np.round(sys_ + TRAINING_HOST_CPU_PCT * 0.15, 2)
     # device-wide shares of all host cores (this process is one of devices_per_node)
-    user_pct = np.round(user / cores_total, 2)
-    sys_pct = np.round(sys_ / cores_total, 2)
+    user_pct = np.round(proc_user / cores_total, 2)
+    sys_pct = np.round(proc_sys / cores_total, 2)
     idle = np.round(np.clip(100.0 - user_pct - sys_pct - 5.0, 0, 100), 2)
     return {
         "cpu_processor_num": cores_total,
@@ -60,7 +70,7 @@ def _cpu_json(model: PipelineModel, cores_total: int) -> dict:
         },
         "op_info": [{"op_id": op.op_id, "metrics": {"sys_utilization": op.cpu_sys, "user_utilization": op.cpu_user}}
                     for op in model.ops],
-        "process_info": {"sys_utilization": [float(x) for x in sys_pct], "user_utilization": [float(x) for x in user_pct]},
+        "process_info": {"sys_utilization": [float(x) for x in proc_sys], "user_utilization": [float(x) for x in proc_user]},
         "process_memory_info": {"pss_mbytes": [2048.0] * n, "rss_mbytes": [2304.0] * n, "uss_mbytes": [1920.0] * n},
         "system_memory_info": {"total_mbytes": 1572864.0, "free_mbytes": [1200000.0] * n, "used_mbytes": [372864.0] * n},
         "sampling_interval": SAMPLING_INTERVAL_MS,
@@ -69,17 +79,39 @@ def _cpu_json(model: PipelineModel, cores_total: int) -> dict:
 
 
 def _device_queue_lines(model: PipelineModel, step_start_ns: np.ndarray, t0_ns: int) -> list[str]:
-    """``type sub step value timestamp``: per batch the pipeline/push/batch times (ms) and the queue size."""
+    """``type sub step value timestamp``: per batch the pipeline/push/batch times (ms) and the host queue's size.
+
+    The host queue is full when the device or the push (transfer) is slower than the pipeline,
+    empty when a pipeline op is the slowest, and empty for the cold batches of a warm-up (their
+    pipeline time grows by their extra cost).
+    """
     lines = []
-    pipe_ms = int(round(model.period_us / 1000.0))
     push_ms = int(round(model.push_us / 1000.0))
-    full = model.queue_capacity if model.device_bound else 0
+    full = model.queue_capacity if (model.device_bound or model.transfer_bound) else 0
     for i, t in enumerate(step_start_ns.tolist()):
         ts = (int(t) - t0_ns) // 1_000_000
         step = i + 1
+        cold = model.warmup_extra_us[i] if i < len(model.warmup_extra_us) else 0.0
+        pipe_ms = int(round((model.period_us + cold) / 1000.0))
+        size = 0 if cold else full
         lines += [f"0 0 {step} {pipe_ms} {ts}", f"0 1 {step} {push_ms} {ts}", f"0 2 {step} {pipe_ms + push_ms} {ts}",
-                  f"1 {model.queue_capacity} {step} {full} {ts}"]
+                  f"1 {model.queue_capacity} {step} {size} {ts}"]
     return lines
+
+
+def _aicpu_mi_rows(model: PipelineModel, step_start_ns: np.ndarray, wait_ns: np.ndarray, device_id: int) -> list[list]:
+    """CANN's ``aicpu_mi``: per step the device's GetNext — from the step start for its wait, and the device queue's size.
+
+    A GetNext that waits longer than the dequeue itself found the device queue empty; otherwise
+    the queue held the batches the host pushed ahead (its capacity).
+    """
+    rows = []
+    empty_after_ns = int(DEQUEUE_LATENCY_US * 1000) + 1000
+    for t, w in zip(step_start_ns.tolist(), wait_ns.tolist()):
+        start_us, end_us = int(t) // 1000, (int(t) + int(w)) // 1000
+        rows.append([device_id, "GetNext_dequeue_wait", f"{start_us}\t", f"{end_us}\t",
+                     0 if int(w) > empty_after_ns else model.queue_capacity])
+    return rows
 
 
 # --------------------------------------------------------------------------------------- MindSpore's viewer
@@ -290,7 +322,16 @@ def _csv_text(rows: list[list], header: list[str] | None = None) -> str:
 
 
 def write_minddata(apo: Path, fw: Path, rank: int, model: PipelineModel, step_start_ns: np.ndarray, t0_ns: int,
-                   cores_total: int) -> dict:
+                   cores_total: int, wait_ns: np.ndarray | None = None, prof_dir: Path | None = None,
+                   device_id: int = 0) -> dict:
+    """Every MindData file of one rank; with ``wait_ns`` (per step) and ``prof_dir`` also CANN's ``aicpu_mi`` export."""
+    if wait_ns is not None and prof_dir is not None:
+        out = prof_dir / "mindstudio_profiler_output"
+        out.mkdir(parents=True, exist_ok=True)
+        stamp = prof_dir.name.split("_")[2] if prof_dir.name.count("_") >= 2 else "0"
+        (out / f"aicpu_mi_{stamp}.csv").write_text(
+            _csv_text(_aicpu_mi_rows(model, step_start_ns, wait_ns, device_id),
+                      ["Device_id", "Node Name", "Start Time(us)", "End Time(us)", "Queue Size"]), encoding="utf-8")
     raw = _raw_pipeline(model)
     cpu = _cpu_json(model, cores_total)
     lines = _device_queue_lines(model, step_start_ns, t0_ns)

@@ -115,7 +115,7 @@ def _x(name: str, pid: int, tid: int, ts: int, dur: int, args: dict | None = Non
 
 
 def write_trace_view(path: Path, rd: RankData, nodes: list[Node], *, ms_pid: int, device_id: int,
-                     group_ids: dict[str, str], gap_ns: int = 0, profiler_steps: bool = True) -> None:
+                     group_ids: dict[str, str], gap_ns: int | np.ndarray = 0, profiler_steps: bool = True) -> None:
     """Write the trace (see module docstring). ``group_ids``: group kind (mp, dp, pp_next…) → group name;
     ``profiler_steps``: write the ``ProfilerStep#<n>`` events."""
     small: list[dict | _Raw] = []
@@ -128,7 +128,8 @@ def write_trace_view(path: Path, rd: RankData, nodes: list[Node], *, ms_pid: int
     small += _meta(PIDS["CPU OP"], "CPU OP", 2, labels="CPU")
     small += _thread(PIDS["CPU OP"], 0, "Thread 0", 0)
     for st in range(len(rd.step_start)):
-        small.append(_x("Default/GetNext-op0", PIDS["CPU OP"], 0, int(rd.step_start[st]), max(1, gap_ns),
+        wait = int(gap_ns[st]) if isinstance(gap_ns, np.ndarray) else int(gap_ns)  # per step when it varies
+        small.append(_x("Default/GetNext-op0", PIDS["CPU OP"], 0, int(rd.step_start[st]), max(1, wait),
                         {"type": "HostCpuOps"}))
     small += _meta(PIDS["Scope Layer"], "Scope Layer", 5)
     small += _thread(PIDS["Scope Layer"], 0, "Thread 0", 0)

@@ -102,7 +102,9 @@ class MinddataBottleneck(Rule):
     device would not wait) with a safe patch; confidence is low — profile to confirm.
 
     No finding is produced when the pipeline keeps up (data wait below
-    ``min_wait_share_pct`` of the step), however odd one queue looks.
+    ``min_wait_share_pct`` of the step), however odd one queue looks, nor when only
+    a minority of the profiled ranks waits: they share the pipeline config, so the
+    waiting few have a host problem (a straggler, for the cluster rules).
     """
 
     code = "MD001"
@@ -148,6 +150,7 @@ class MinddataBottleneck(Rule):
         best: tuple[float, Any, Wait] | None = None
         no_evidence: list[int] = []
         keeps_up: list[tuple[int, float, float, Wait]] = []  # rank, wait µs, share %, the wait
+        waiting: list[int] = []
         for rank in ctx.run:
             wait = data_wait(ctx, rank, self.options.empty_queue_share)
             if wait.wait_us is None:
@@ -157,12 +160,21 @@ class MinddataBottleneck(Rule):
             if share < self.options.min_wait_share_pct:
                 keeps_up.append((rank.rank_id, wait.wait_us, share, wait))
                 continue
+            waiting.append(rank.rank_id)
             if best is None or wait.wait_us > best[0]:
                 best = (wait.wait_us, rank, wait)
         if best is None:
             ctx.skip(self._quiet_reason(no_evidence, keeps_up))
             return
         _, rank, wait = best
+        if len(keeps_up) > len(waiting):
+            # every rank runs the same pipeline config: when most keep up, the waiting few have a host problem
+            # (a slow disk, a busy CPU, a bad link) — a straggler for the cluster view, not a config to change
+            names = ", ".join(map(str, sorted(waiting)[:8])) + (", …" if len(waiting) > 8 else "")
+            ctx.skip(f"only rank(s) {names} of {len(waiting) + len(keeps_up)} wait for data (rank {rank.rank_id}: "
+                     f"{wait.wait_us / 1000:.2f} ms per step, {wait.source}) while the others keep up with the same "
+                     "pipeline config: a straggler's host, not the pipeline — the cluster rules trace it")
+            return
         bott = find_bottleneck(rank, self.options.full_usage, self.options.empty_usage, wait)
         yield finding(self, ctx, rank, wait, bott)
 
