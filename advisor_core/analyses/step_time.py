@@ -18,7 +18,9 @@ Evidence, best first:
    data wait inside it (``free_us``; the rest is ``computing_us``);
 4. MindSpore's single whole-collection ``step_trace_time.csv`` row (``Step=0``),
    divided by the number of steps when the step count is known (flagged
-   ``averaged``).
+   ``averaged``); preferred to 2 when the steps were cut from the kernels (no
+   ``ProfilerStep``), whose first window starts at the first kernel, not with the
+   collection.
 
 Returns a DataFrame with :data:`BREAKDOWN_COLUMNS`; ``source`` says which
 evidence was used. Functions here return DataFrames, in the spirit of HTA.
@@ -122,9 +124,12 @@ def _from_trace(rank: Rank) -> pd.DataFrame | None:
     oa = ev[(ev["process_name"] == "Overlap Analysis") & (ev["ph"] == "X") & ev["ts_ns"].notna()]
     if oa.empty:
         return None
-    starts = windows["start_ns"].to_numpy()
+    starts = windows["start_ns"].to_numpy().copy()
     ends = windows["end_ns"].to_numpy()
     ts = oa["ts_ns"].astype("int64").to_numpy()
+    if windows.attrs.get("source", "ProfilerStep") != "ProfilerStep":
+        # cut at the first kernel: the overlap analysis begins with the collection, before it
+        starts[0] = min(int(starts[0]), int(ts.min()))
     idx = np.searchsorted(starts, ts, side="right") - 1
     inside = (idx >= 0) & (ts < ends[np.clip(idx, 0, len(ends) - 1)])
     part = pd.DataFrame(
@@ -193,13 +198,17 @@ def _step_breakdown(rank: Rank) -> pd.DataFrame | None:
                                 "communication_not_overlapped_exclude_receive_us"], errors="ignore").copy()
         out["source"] = src[0].name if src else "step_trace"
         return _finish(out)
-    from_trace = _from_trace(rank)
+    windows = step_windows(rank)
+    marked = windows is not None and windows.attrs.get("source") == "ProfilerStep"
+    whole = st is not None and not st.empty
+    # windows cut from the kernels miss what precedes the first one: MindSpore's whole-run row counts it
+    from_trace = _from_trace(rank) if marked or not whole else None
     if from_trace is not None:
         return _finish(from_trace)
     from_iterator = _from_iterator(rank)
     if from_iterator is not None:
         return _finish(from_iterator)
-    if st is not None and not st.empty:
+    if whole:
         out = st.drop(columns=["whole_run", "device_id"], errors="ignore").copy()
         n = _step_count(rank)
         name = src[0].name if src else "step_trace"

@@ -49,9 +49,9 @@ TEXT_COLUMNS = tuple(c for c in SIGNATURE_COLUMNS if c != "stream_id")
 def build_op_view(rank: Any) -> OpView | None:
     """The op view of ``rank`` (``None`` without a usable kernel table).
 
-    Steps: the kernels' ``Step ID`` when the file has one, else the rank's
-    ``ProfilerStep`` windows (each kernel assigned to the window it starts in), else
-    the whole profile is one step.
+    Steps: the kernels' ``Step ID`` when the file has one, else the rank's step
+    windows (``ProfilerStep``, else cut from the kernels themselves; each kernel
+    assigned to the window it starts in), else the whole profile is one step.
     """
     if not rank.usable("kernels"):
         return None
@@ -61,7 +61,7 @@ def build_op_view(rank: Any) -> OpView | None:
     if table is None:
         return None
     windows = None
-    if "step_id" not in have:
+    if "step_id" not in have or table.column("step_id").null_count == table.num_rows:  # a DB export's is empty
         from advisor_core.analyses.step_time import step_windows
 
         windows = step_windows(rank)
