@@ -144,7 +144,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("allreduce-rearrangement",
                  "A shard-strategy override on feed_forward.mul forcing redistribution, and one unsplit gradient AllReduce",
                  _CLEAN, (StrategyMismatch(),), fusion_split=False),
-        Scenario("allreduce-rearrangement-ms-steps",
+        Scenario("allreduce-ms-steps",
                  "allreduce-rearrangement profiled the way MindSpore writes it: no ProfilerStep events, no kernel Step ID, "
                  "one whole-run step_trace_time.csv row",
                  _CLEAN, (StrategyMismatch(),), layers=2, fusion_split=False, profiler_steps=False),

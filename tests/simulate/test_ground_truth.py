@@ -43,7 +43,7 @@ EXPECTED_CODES = {
     "transdata-excess": {"CT002"},
     "unaligned": {"AL001"},
     "allreduce-rearrangement": {"CM001"},
-    "allreduce-rearrangement-ms-steps": {"CM001"},
+    "allreduce-ms-steps": {"CM001"},
     "recompute-ineffective": {"RC001"},
     "kitchen-sink": {"MD001", "CT001", "CT002", "AL001", "CM001", "RC001"},
     "straggler-data": {"CL001"},

@@ -1,6 +1,6 @@
 """Profiles without ``ProfilerStep`` events, as MindSpore writes them: steps from the kernels themselves.
 
-The simulator's ``profiler_steps=False`` (scenario ``allreduce-rearrangement-ms-steps``) leaves out the
+The simulator's ``profiler_steps=False`` (scenario ``allreduce-ms-steps``) leaves out the
 trace's ``ProfilerStep#<n>`` events and ``kernel_details.csv``'s ``Step ID``; ``step_trace_time.csv``
 is MindSpore's single whole-run row either way. The same run with the marks is the reference.
 """
@@ -23,8 +23,8 @@ from advisor_core.simulate import simulate_scenario
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("steps")
-    simulate_scenario("allreduce-rearrangement-ms-steps", base / "ms", ground_truth=False)
-    simulate_scenario("allreduce-rearrangement-ms-steps", base / "marked", ground_truth=False, profiler_steps=True)
+    simulate_scenario("allreduce-ms-steps", base / "ms", ground_truth=False)
+    simulate_scenario("allreduce-ms-steps", base / "marked", ground_truth=False, profiler_steps=True)
     return base / "ms", base / "marked"
 
 
