@@ -267,7 +267,7 @@ def mean_step_time_us(rank: Rank) -> float | None:
     """Mean end-to-end step time of a rank, µs (``None`` without any timing evidence).
 
     Per-step breakdown totals first; otherwise the kernels' time span divided by
-    the number of steps they cover (1 when they carry no step id).
+    the number of steps they cover (their step ids, else the step windows; 1 without either).
     """
     bd = step_breakdown(rank)
     if bd is not None and bd["total_us"].notna().any():
@@ -280,5 +280,5 @@ def mean_step_time_us(rank: Rank) -> float | None:
             end = (k["start_ns"] + (k["duration_us"].fillna(0.0) * 1000).round().astype("Int64")).max()
             span_us = float(end - k["start_ns"].min()) / 1000.0
             steps = int(k["step_id"].dropna().nunique()) if "step_id" in k else 0
-            return span_us / max(steps, 1)
+            return span_us / max(steps or (_step_count(rank) or 1), 1)
     return None

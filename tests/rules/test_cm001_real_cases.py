@@ -132,3 +132,28 @@ def test_measured_buckets_decide_not_the_config(seed):
     assert f.saving_us == pytest.approx(ev(f)["exposed_time"] - ev(f)["exposed_after_split"], abs=1e-3)
     assert f.saving_us == pytest.approx(1035.847, abs=0.01)
     assert "against the 4.00 ms measured with today's 3 buckets" in msg
+
+
+def test_resnet_seed_without_step_ids_is_cut_into_its_steps(tmp_path, seed):
+    """MindSpore at jit level O2 (or without a schedule) writes no Step ID and no ProfilerStep: the same findings."""
+    import csv
+    import shutil
+
+    from advisor_core.analyses.step_time import mean_step_time_us, step_windows
+
+    shutil.copytree(SEED / "profile", tmp_path / "profile")
+    (k,) = (tmp_path / "profile").rglob("kernel_details.csv")
+    with open(k, newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0][0] == "Step ID"
+    with open(k, "w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows(r[1:] for r in rows)
+    rank = load_run(tmp_path / "profile").rank(0)
+    w = step_windows(rank)
+    assert w.attrs["source"] == "repeated kernel sequence (2 steps of 567 compute kernels)"
+    ref = load_run(SEED / "profile").rank(0)
+    assert step_windows(ref).attrs["source"] == "kernel_details Step ID"
+    assert mean_step_time_us(rank) == pytest.approx(mean_step_time_us(ref), abs=0.01) == pytest.approx(23624.99, abs=0.01)
+    (f,) = analyze(tmp_path / "profile", SEED / "ir").findings
+    (g,) = seed[0].findings
+    assert (f.title, f.saving_us, f.step_time_us) == (g.title, g.saving_us, g.step_time_us)
