@@ -3,9 +3,10 @@
 Functions here return DataFrames (HTA style):
 
 * :func:`rank_step_means` — one rank's mean per-step figures over its steady steps;
-* :func:`cluster_breakdown` — one row per rank: compute, communication not overlapped, free,
-  data wait (µs per step), from the ranks' own step breakdowns, or, for a run folder that holds
-  only msprof-analyze's ``cluster_step_trace_time.csv``, from its ``Type=rank`` rows;
+* :func:`cluster_breakdown` — one row per rank: its pipeline stage and data-parallel group,
+  compute, communication not overlapped, free, data wait (µs per step), from the ranks' own
+  step breakdowns, or, for a run folder that holds only msprof-analyze's
+  ``cluster_step_trace_time.csv``, from its ``Type=rank`` rows;
 * :func:`cluster_picture` — median, spread and the slowest ranks of that table;
 * :func:`report_summaries` — the frames ``--format html`` charts (step breakdown per rank, top
   kernels, MindData queue use over time, per-link bandwidth).
@@ -23,8 +24,8 @@ from advisor_core.model.run import Rank, Run
 
 BREAKDOWN = ("total_us", "computing_us", "communication_not_overlapped_us", "communication_us", "free_us",
              "preparing_us")
-CLUSTER_COLUMNS = ("rank", "stage", "total_us", "compute_us", "comm_not_overlapped_us", "free_us", "data_wait_us",
-                   "source")
+CLUSTER_COLUMNS = ("rank", "stage", "dp_group", "total_us", "compute_us", "comm_not_overlapped_us", "free_us",
+                   "data_wait_us", "source")
 
 
 def rank_step_means(rank: Rank) -> dict[str, float] | None:
@@ -57,6 +58,15 @@ def _stage_of(rank: Rank) -> int | None:
     return min(rank.rank_id // max(world // pp, 1), pp - 1)
 
 
+def _dp_group_of(rank: Rank) -> str | None:
+    """The rank's data-parallel group as its global ranks (``"1,3"``), when ``parallel_group_info`` says."""
+    layout = rank.parallel
+    for g in (layout.groups if layout is not None else []):
+        if (g.group_name or "").lower() in ("dp", "data_parallel") and g.global_ranks:
+            return ",".join(str(r) for r in sorted(g.global_ranks))
+    return None
+
+
 def cluster_breakdown(run: Run) -> pd.DataFrame | None:
     """One row per rank (see module docstring); ``None`` when no rank has step evidence."""
     rows: list[dict[str, Any]] = []
@@ -66,7 +76,7 @@ def cluster_breakdown(run: Run) -> pd.DataFrame | None:
             continue
         free = m["free_us"]
         wait = m["preparing_us"]
-        rows.append({"rank": rank.rank_id, "stage": _stage_of(rank), "total_us": m["total_us"],
+        rows.append({"rank": rank.rank_id, "stage": _stage_of(rank), "dp_group": _dp_group_of(rank), "total_us": m["total_us"],
                      "compute_us": m["computing_us"], "comm_not_overlapped_us": m["communication_not_overlapped_us"],
                      "free_us": free - wait if np.isfinite(wait) and np.isfinite(free) else free,
                      "data_wait_us": wait, "source": "rank step breakdown"})
@@ -82,7 +92,7 @@ def cluster_breakdown(run: Run) -> pd.DataFrame | None:
             comp, cno, free = (float(r.get("computing_us", np.nan)), float(r.get("communication_not_overlapped_us", np.nan)),
                                float(r.get("free_us", np.nan)))
             pp = r.get("pp_index")
-            rows.append({"rank": int(idx), "stage": int(pp) if pd.notna(pp) else None,
+            rows.append({"rank": int(idx), "stage": int(pp) if pd.notna(pp) else None, "dp_group": None,
                          "total_us": np.nansum([comp, cno, free]), "compute_us": comp, "comm_not_overlapped_us": cno,
                          "free_us": free, "data_wait_us": np.nan, "source": "cluster_step_trace_time.csv"})
     df = pd.DataFrame(rows, columns=list(CLUSTER_COLUMNS)).sort_values("rank", ignore_index=True)

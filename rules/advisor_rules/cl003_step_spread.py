@@ -18,7 +18,10 @@ class StepSpread(Rule):
         rank's step breakdown, or from msprof-analyze's ``cluster_step_trace_time.csv`` when the
         run folder holds only the cluster output. Reported (``low``) when the step times of the
         ranks spread by more than ``min_spread_pct`` of the median: the ranks' median, minimum
-        and maximum, the slowest ranks, and which part of the step differs most.
+        and maximum, the slowest ranks, and which part of the step differs most — within each
+        pipeline stage, and, when ``parallel_group_info`` gives the data-parallel groups, the
+        group whose members differ most (it waits for its slowest member in the gradient
+        AllReduce).
 
     Why
         In synchronous training every rank's step ends together, so the spread shows up in
@@ -104,6 +107,8 @@ class StepSpread(Rule):
                    f"{int(lo['rank'])} to {hi[col] / 1000:.2f} ms on rank {int(hi['rank'])}"
                    + (f" — rank {int(lo['rank'])} waits least: the others wait for it" if col == "comm_not_overlapped_us"
                       else "") + f". At both ends (per step, {source}): " + "; ".join(lines) + ".")
+        dp_text, dp_evidence = _dp_group_spread(df, parts)
+        message += dp_text
         where = (run.profiles.cluster_files.get("cluster_step_trace_time") if source.startswith("cluster")
                  else None)
         yield Finding(
@@ -113,8 +118,37 @@ class StepSpread(Rule):
             message=message, saving_us=None, step_time_us=round(med, 3), confidence=0.9,
             evidence=[Evidence(name="median_step", value=round(med, 3), unit="µs"),
                       Evidence(name=f"{col.removesuffix('_us')}_spread", value=round(widest, 3), unit="µs",
-                               threshold=round(med * self.options.min_spread_pct / 100.0, 3))],
+                               threshold=round(med * self.options.min_spread_pct / 100.0, 3)), *dp_evidence],
             locations=[Location(kind="profile", path=str(where) if where else None, table="step_trace",
                                 note=f"ranks {int(lo['rank'])} and {int(hi['rank'])}")],
             tags=["cluster"],
         )
+
+
+def _dp_group_spread(df: Any, parts: dict[str, str]) -> tuple[str, list[Evidence]]:
+    """The data-parallel group (``parallel_group_info``) whose ranks differ most, as a sentence and evidence.
+
+    Ranks of one data-parallel group meet in the gradient AllReduce every step: the group waits
+    for its slowest member, so the spread inside each group is what that collective loses.
+    """
+    if "dp_group" not in df or df["dp_group"].isna().all():
+        return "", []
+    spreads = []
+    for group, part in df.dropna(subset=["dp_group"]).groupby("dp_group", sort=True):
+        if len(part) < 2:
+            continue
+        widest = max(((float(part[c].max() - part[c].min()), c) for c in parts if part[c].notna().any()),
+                     default=None)
+        if widest is not None:
+            slow = part.loc[part[widest[1]].idxmax()]
+            spreads.append((widest[0], str(group), widest[1], int(slow["rank"])))
+    if len(spreads) < 2:
+        return "", []
+    spreads.sort(reverse=True)
+    spread, group, col, slow = spreads[0]
+    calm = spreads[-1]
+    text = (f" Per data-parallel group (they meet in the gradient AllReduce): ranks {group.replace(',', ', ')} differ "
+            f"most, {parts[col]} {spread / 1000:.2f} ms apart (rank {slow} the higher); the closest, ranks "
+            f"{calm[1].replace(',', ', ')}, {calm[0] / 1000:.2f} ms.")
+    return text, [Evidence(name="dp_group_spread", value=round(spread, 3), unit="µs", source=f"ranks {group}")]
+

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from advisor_core.engine import Evidence, Finding, Location, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
 from advisor_rules._common import Outlier, high_outliers, pipeline_stage_of, rank_label
+from advisor_rules._common.cluster import parallel_group
 from advisor_rules.cl001_slow_rank.evidence import rank_figures
 
 CONVERSION_TYPES = ("Cast", "TransData")
@@ -33,11 +34,17 @@ class SlowRank(Rule):
 
         * compute — the op types whose time per step is above the peers' median (same launches
           per step: the device runs them slower — a throttled or degraded AI core; more
-          launches: the rank runs a different program; more ``Cast``/``TransData``: see
-          CT001/CT002);
+          launches: the rank runs a different program; more ``Cast``/``TransData``: CT001's or
+          CT002's finding is cited when it covers this rank);
         * data wait — the host feeding this device delivers late (a slower disk or dataset
           shard, a busy host CPU); MD001's finding is cited when it covers this rank;
-        * idle gaps — the host does not launch fast enough (host-bound: Python work, a busy CPU).
+        * idle gaps — the host does not launch fast enough (host-bound: Python work, a busy CPU);
+        * cause unknown — more compute time but no op type longer or more frequent than on the
+          peers (or no kernel table): the step figures are shown as the evidence.
+
+        A rule is cited, and tagged ``cause:<code>``, only when one of its findings is about this
+        rank (or about every rank); the rank's data-parallel group, when the profile's
+        ``parallel_group_info`` gives it, is named with its stage peers.
 
     Why
         Training is synchronous: every collective (tensor-parallel AllReduce, the gradient
@@ -153,8 +160,8 @@ class SlowRank(Rule):
             else:
                 causes.append(f"its device sits idle {o.value / 1000:.2f} ms per step between kernels (peers' median "
                               f"{o.median / 1000:.2f} ms): the host does not launch work fast enough (host-bound)")
-        related_findings = [f for f in earlier if f.code in cite and (f.rank in (None, rid) or
-                                                                       any(loc.rank == rid for loc in f.locations))]
+        # a rule is cited (and tagged) only when one of its findings covers this rank: its cause is then shown
+        related_findings = [f for f in earlier if f.code in cite and _covers(f, rid)]
         if related_findings:
             causes.append("see " + "; ".join(f"{f.code} ({f.title})" for f in related_findings[:2]))
         waits = [figures[r].get("communication_us", 0.0) - figures[rid].get("communication_us", 0.0) for r in others]
@@ -162,8 +169,10 @@ class SlowRank(Rule):
         src = rank.table_source("step_trace") or rank.table_source("kernels")
         loc = Location(kind="profile", path=str(src[0]) if src else str(rank.path), table="step_trace", rank=rid, op=op,
                        note=f"rank {rid}, pipeline stage {stage}")
+        dp = parallel_group(rank, "dp")
+        dp_text = f"; its data-parallel group: ranks {rank_label(dp)}" if dp and len(dp) > 1 else ""
         message = (f"Rank {rid} takes {what} more per step than the median of pipeline stage {stage} "
-                   f"(ranks {rank_label(peers)}); because every collective waits for its slowest member, each rank's step is that much "
+                   f"(ranks {rank_label(peers)}{dp_text}); because every collective waits for its slowest member, each rank's step is that much "
                    f"longer (its {len(others)} peers spend a median {wait_med / 1000:.2f} ms more per step in communication than rank {rid}). "
                    f"Cause: {'; '.join(causes)}.")
         return Finding(
@@ -171,7 +180,7 @@ class SlowRank(Rule):
             title=f"rank {rid} is a straggler: {what} per step above its peers",
             message=message, saving_us=round(excess, 3), step_time_us=round(step_med, 3), confidence=0.8,
             evidence=evidence, locations=[loc], rank=rid, group=f"rank{rid}",
-            tags=["cluster"] + [f"cause:{c}" for c in cite],
+            tags=["cluster"] + [f"cause:{c}" for c in dict.fromkeys(f.code for f in related_findings)],
         )
 
 
@@ -179,7 +188,8 @@ def _compute_cause(figures: dict[int, dict[str, Any]], rid: int, others: list[in
     """The op types behind a compute excess: (sentence, the top type, rules covering it)."""
     mine: dict[str, tuple[float, float]] = figures[rid].get("types") or {}
     if not mine:
-        return "its kernels take longer than the peers' (no per-type figures)", None, []
+        return ("cause unknown: the profile has no kernel table to tell which op types take longer "
+                "(the step breakdown above is the evidence)"), None, []
     rows = []
     for t, (us, n) in mine.items():
         peer_us = _median([(figures[r].get("types") or {}).get(t, (0.0, 0.0))[0] for r in others])
@@ -189,7 +199,8 @@ def _compute_cause(figures: dict[int, dict[str, Any]], rid: int, others: list[in
     total = sum(max(r[0], 0.0) for r in rows) or 1.0
     top = [r for r in rows if r[0] > 0][:3]
     if not top:
-        return "its kernels take longer than the peers' in no single op type", None, []
+        return ("cause unknown: no op type runs longer or more often than on its peers, so the extra time is "
+                "outside the kernels the profile lists (the step breakdown above is the evidence)"), None, []
     parts = []
     related: list[str] = []
     for ex, t, us, peer_us, n, peer_n in top:
@@ -205,6 +216,15 @@ def _compute_cause(figures: dict[int, dict[str, Any]], rid: int, others: list[in
     tail = (" — the same work running slower: check the device (npu-smi info: AI core frequency, temperature, "
             "ECC errors)") if same_launches else " — the rank runs a different program than its peers"
     return "; ".join(parts) + tail, top[0][1], related
+
+
+def _covers(finding: Finding, rank_id: int) -> bool:
+    """Does ``finding`` speak of rank ``rank_id`` (its rank, or a location on it)? A run-wide finding (no rank,
+    no ranked location) covers every rank."""
+    if finding.rank is not None:
+        return finding.rank == rank_id
+    ranked = [loc.rank for loc in finding.locations if loc.rank is not None]
+    return not ranked or rank_id in ranked
 
 
 def _median(values: list[float]) -> float:

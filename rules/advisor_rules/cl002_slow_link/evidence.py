@@ -68,6 +68,9 @@ def link_figures(rank: Any) -> dict[str, Any] | None:
             "size_mb": part["transit_size_mb"].to_numpy(dtype=float),
             "transit_us": part["transit_us"].to_numpy(dtype=float),
             "exposed_us": part["exposed_us"].to_numpy(dtype=float),
+            # msprof's large-packet share of the op's transfers (unknown counts as small: not judged on hardware)
+            "large_ratio": part["large_packet_ratio"].astype(float).fillna(0.0).to_numpy(dtype=float)
+            if "large_packet_ratio" in part else np.zeros(len(part)),
         }
     waits = (comm.groupby("group", dropna=True)["wait_us"].sum() / steps).to_dict()
     from advisor_rules._common import steady_breakdown
