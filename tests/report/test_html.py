@@ -1,8 +1,14 @@
-"""``--format html``: one self-contained file of findings, diffs and plotly charts, drawn offline by a browser."""
+"""``--format html``: one self-contained file of findings, diffs and plotly charts, drawn offline by a browser.
+
+The page under test is the kitchen-sink scenario's (8 ranks, dp2 x mp2 x pp2), charts from the run's own
+``Session.analyze(summaries=True)`` frames; hand-made 4-rank frames pin the chart builders' exact values.
+"""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import gzip
 import json
 import os
 import re
@@ -22,7 +28,7 @@ from advisor_core.engine.runner import AnalysisResult
 from advisor_core.engine.session import Session, SessionOptions
 from advisor_core.report.base import RenderContext
 from advisor_core.report.formats import BUILTIN_FORMATS
-from advisor_core.report.html import CHARTS, HtmlFormat
+from advisor_core.report.html import CHARTS, HtmlFormat, plotly_packed
 from advisor_core.simulate import simulate_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,16 +70,35 @@ def small_summaries() -> dict[str, pd.DataFrame]:
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory) -> AnalysisResult:  # type: ignore[no-untyped-def]
+    """The kitchen-sink scenario (8 ranks, dp2 x mp2 x pp2; 2 layers, 2 steps) analysed with its real chart frames."""
     out = tmp_path_factory.mktemp("html") / "kitchen-sink"
     simulate_scenario("kitchen-sink", out, layers=2, steps=2, ground_truth=False)
-    r = Session([out], SessionOptions(jobs=1), host=load_plugins(autoload=False)).analyze()
-    r.summaries = small_summaries()
-    return r
+    return Session([out], SessionOptions(jobs=1), host=load_plugins(autoload=False)).analyze(summaries=True)
 
 
 @pytest.fixture(scope="module")
 def page(result: AnalysisResult) -> str:
     return HtmlFormat().render(result, RenderContext(inputs=result.inputs))
+
+
+@pytest.fixture(scope="module")
+def hand_page(result: AnalysisResult) -> str:
+    """The page drawn from the hand-made frames, whose every chart value is known."""
+    return HtmlFormat().render(dataclasses.replace(result, summaries=small_summaries()), RenderContext())
+
+
+def expand(trace: dict) -> dict:
+    """A sparse heatmap trace as the page's script expands it (z, and text when the links mix transports)."""
+    sparse = trace["sparse"]
+    out = {k: v for k, v in trace.items() if k != "sparse"}
+    out["z"] = [[None] * len(trace["x"]) for _ in trace["y"]]
+    if "text" in sparse:
+        out["text"] = [[""] * len(trace["x"]) for _ in trace["y"]]
+    for cell in sparse["cells"]:
+        out["z"][cell[0]][cell[1]] = cell[2]
+        if "text" in sparse:
+            out["text"][cell[0]][cell[1]] = sparse["text"][cell[3]]
+    return out
 
 
 def chart_spec(page: str) -> dict:
@@ -125,14 +150,16 @@ def test_folded_findings_say_how_many_places(result: AnalysisResult) -> None:
 def test_text_is_escaped(result: AnalysisResult) -> None:
     f = result.findings[0]
     evil = f.model_copy(update={"title": '<img src=x onerror="alert(1)">', "message": "a < b & c"})
-    page = HtmlFormat().render(dataclasses.replace(result, findings=[evil]), RenderContext())
+    page = HtmlFormat().render(dataclasses.replace(result, findings=[evil], summaries=small_summaries()),
+                               RenderContext())
     assert "<img" not in page
     assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in page and "a &lt; b &amp; c" in page
     # a kernel name ending the script element cannot: the chart JSON escapes < > &
     assert "<Cast" not in page and "Default/network/\\u0026lt;Cast\\u0026amp;Mul\\u0026gt;-op7" in page
 
 
-def test_each_chart_has_its_div_and_data(page: str) -> None:
+def test_each_chart_has_its_div_and_data(hand_page: str) -> None:
+    page = hand_page
     for name in CHARTS:
         assert page.count(f'<div class="chart" id="chart-{name}" data-chart="{name}"></div>') == 1
     spec = chart_spec(page)
@@ -169,9 +196,13 @@ def test_each_chart_has_its_div_and_data(page: str) -> None:
 
     (links,) = charts["link_bandwidth"]["data"]
     assert links["type"] == "heatmap" and links["x"] == [0, 1, 2, 3] and links["y"] == [0, 1, 2, 3]
-    assert links["z"] == [[None, 177.3, 20.1, None], [177.3, None, None, None], [20.1, None, None, 177.0],
-                          [None, None, 176.0, None]]
-    assert links["text"][0] == ["", "HCCS", "RDMA", ""]
+    # the links only, [row, column, GB/s, transport]: the page fills the grid
+    assert links["sparse"] == {"cells": [[0, 1, 177.3, 0], [0, 2, 20.1, 1], [1, 0, 177.3, 0], [2, 0, 20.1, 1],
+                                         [2, 3, 177.0, 0], [3, 2, 176.0, 0]], "text": ["HCCS", "RDMA"]}
+    grid = expand(links)
+    assert grid["z"] == [[None, 177.3, 20.1, None], [177.3, None, None, None], [20.1, None, None, 177.0],
+                         [None, None, 176.0, None]]
+    assert grid["text"][0] == ["", "HCCS", "RDMA", ""]
 
 
 def test_absent_empty_or_incomplete_frames_get_a_note(result: AnalysisResult) -> None:
@@ -187,9 +218,10 @@ def test_absent_empty_or_incomplete_frames_get_a_note(result: AnalysisResult) ->
 
 
 def test_nothing_is_loaded_from_the_network(page: str) -> None:
-    js = get_plotlyjs()
-    assert page.count(js) == 1  # plotly inlined once
-    rest = page.replace(js, "")
+    packed = plotly_packed()
+    assert page.count(packed) == 1  # plotly inlined once, gzipped
+    assert gzip.decompress(base64.b64decode(packed)).decode() == get_plotlyjs()
+    rest = page.replace(packed, "")
     assert "http://" not in rest and "https://" not in rest
     assert re.findall(r"<(?:script|img|iframe|link)\b[^>]*\b(?:src|href)=", page) == []
     assert re.findall(r'\bhref="(?!#)', rest) == []  # only links within the page
@@ -198,34 +230,48 @@ def test_nothing_is_loaded_from_the_network(page: str) -> None:
 def test_size(page: str, result: AnalysisResult, tmp_path: Path) -> None:
     path = tmp_path / "report.html"
     path.write_text(page, encoding="utf-8")
-    js = len(get_plotlyjs().encode())
-    assert path.stat().st_size - js < 60_000  # everything but plotly: findings, diffs, chart data
+    assert path.stat().st_size - len(plotly_packed()) < 60_000  # everything but plotly: findings, diffs, chart data
     assert path.stat().st_size < SIZE_LIMIT
 
 
-def test_a_64_rank_report_stays_under_5_mb(result: AnalysisResult) -> None:
+def frames_of_64_ranks(real: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """Chart frames of a 64-rank run, in the shape of the real 8-rank ones and larger where a run can be: unrounded
+    µs per rank, 500 kernels with the real kernel names' length, 3 queues of 20,000 samples, and every rank linked
+    to every other (a dense matrix; kitchen-sink's real 64 ranks have 192 links)."""
     ranks = range(64)
-    frames = {
-        "step_breakdown": pd.DataFrame({"rank": list(ranks), "compute_us": [123_456.789 + r for r in ranks],
-                                        "comm_not_overlapped_us": [23_456.789] * 64, "free_us": [250.123] * 64,
-                                        "data_wait_us": [1_234.567] * 64}),
-        "top_kernels": pd.DataFrame({"name": [f"Default/network/layers.{i}/attention/wq-Linear/MatMul-op{i}"
-                                              for i in range(500)], "type": ["MatMulV3"] * 500,
-                                     "total_us": [1000.0 + i for i in range(500)], "share": [0.001] * 500}),
-        "minddata_queue": pd.DataFrame({"time_ms": [i * 10.123456 for i in range(20_000)] * 3,
-                                        "queue": [q for q in ("device", "Map(id=3)", "Batch(id=2)")
+    name = str(real["top_kernels"]["name"].iloc[0])
+    return {
+        "step_breakdown": pd.DataFrame({"rank": list(ranks), "compute_us": [95_131.153_5 + 7.1 * r for r in ranks],
+                                        "comm_not_overlapped_us": [76_530.981_5 - 3.3 * r for r in ranks],
+                                        "free_us": [0.123_456 * r for r in ranks],
+                                        "data_wait_us": [68_618.601_234] * 64}),
+        "top_kernels": pd.DataFrame({"name": [f"{name[:-8]}-op{i:05d}" for i in range(500)],
+                                     "type": ["MatMulV3"] * 500, "total_us": [6601.331_562 - i for i in range(500)],
+                                     "share": [0.039_399_1] * 500}),
+        "minddata_queue": pd.DataFrame({"time_ms": [i * 10.123_456 for i in range(20_000)] * 3,
+                                        "queue": [q for q in real["minddata_queue"]["queue"].unique()[:3]
                                                   for _ in range(20_000)],
                                         "size": [float(i % 17) for i in range(60_000)], "capacity": [16.0] * 60_000}),
-        "link_bandwidth": pd.DataFrame([{"src_rank": s, "dst_rank": d, "bandwidth_gbps": 177.123456 if s // 8 == d // 8
-                                         else 23.456789, "transport": "HCCS" if s // 8 == d // 8 else "RDMA"}
+        "link_bandwidth": pd.DataFrame([{"src_rank": s, "dst_rank": d,
+                                         "bandwidth_gbps": 181.855_633 + s / 7 if s // 2 == d // 2 else 23.456_789,
+                                         "transport": "HCCS" if s // 2 == d // 2 else "RDMA"}
                                         for s in ranks for d in ranks if s != d]),
     }
+
+
+def test_a_64_rank_report_stays_well_under_5_mb(result: AnalysisResult) -> None:
+    assert sorted(result.summaries) == sorted(CHARTS)  # the real run gives every frame: their shapes are copied
+    frames = frames_of_64_ranks(result.summaries)
     page = HtmlFormat().render(dataclasses.replace(result, summaries=frames), RenderContext())
     charts = chart_spec(page)["charts"]
+    assert len(charts["step_breakdown"]["data"][0]["x"]) == 64
     assert len(charts["top_kernels"]["data"][0]["x"]) == 20
     assert [len(t["x"]) for t in charts["minddata_queue"]["data"]] == [1000, 1000, 1000]
     assert '<p class="note">every 20th sample shown</p>' in page
-    assert len(page.encode()) < SIZE_LIMIT
+    assert len(charts["link_bandwidth"]["data"][0]["sparse"]["cells"]) == 64 * 63
+    size = len(page.encode())
+    assert size - len(plotly_packed()) < 250_000  # 4,032 links, 3,000 queue points, findings and diffs
+    assert size < 2_500_000 < SIZE_LIMIT  # half the limit: plotly is 1.96 MB gzipped (4.8 MB plain)
 
 
 def test_plotly_is_imported_only_to_render() -> None:
@@ -281,13 +327,8 @@ def written(page: str, tmp_path_factory) -> Path:  # type: ignore[no-untyped-def
     return path
 
 
-@pytest.mark.parametrize("scheme, flags", [("light", ()), ("dark", ("--force-dark-mode",))])
-def test_browser_draws_every_chart(browser: str, written: Path, tmp_path: Path, scheme: str, flags: tuple) -> None:
-    proc = run_browser(browser, written, tmp_path / "profile", "--dump-dom", *flags)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    dom = proc.stdout
-    assert console_lines(proc.stderr) == []
-    assert f'data-theme="{scheme}"' in dom and 'data-charts-drawn="4"' in dom
+def drawn_marks(dom: str) -> dict[str, dict[str, int]]:
+    """Per chart: the plotly SVG marks it holds (bar traces and their points, scatter traces, heatmap images)."""
     drawn = {}
     for name in CHARTS:
         start = re.search(rf'<div class="chart js-plotly-plot" id="chart-{name}" data-chart="{name}">', dom)
@@ -296,7 +337,33 @@ def test_browser_draws_every_chart(browser: str, written: Path, tmp_path: Path, 
         assert '<svg class="main-svg"' in body, name
         drawn[name] = {mark: body.count(mark) for mark in ('class="trace bars"', 'class="point"',
                                                            'class="trace scatter', 'class="hm"') if mark in body}
-    assert drawn == {
+    return drawn
+
+
+@pytest.mark.parametrize("scheme, flags", [("light", ()), ("dark", ("--force-dark-mode",))])
+def test_browser_draws_every_chart(browser: str, result: AnalysisResult, written: Path, tmp_path: Path, scheme: str,
+                                   flags: tuple) -> None:
+    proc = run_browser(browser, written, tmp_path / "profile", "--dump-dom", *flags)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = proc.stdout
+    assert console_lines(proc.stderr) == []
+    assert f'data-theme="{scheme}"' in dom and 'data-charts-drawn="4"' in dom
+    s = result.summaries
+    assert drawn_marks(dom) == {
+        "step_breakdown": {'class="trace bars"': 4, 'class="point"': 4 * len(s["step_breakdown"])},  # parts × ranks
+        "top_kernels": {'class="trace bars"': 1, 'class="point"': 20},
+        "minddata_queue": {'class="trace scatter': s["minddata_queue"]["queue"].nunique()},
+        "link_bandwidth": {'class="hm"': 1},
+    }
+    assert len(s["step_breakdown"]) == 8 and s["minddata_queue"]["queue"].nunique() == 3
+
+
+def test_browser_draws_the_hand_made_frames_exactly(browser: str, hand_page: str, tmp_path: Path) -> None:
+    path = tmp_path / "hand.html"
+    path.write_text(hand_page, encoding="utf-8")
+    proc = run_browser(browser, path, tmp_path / "profile", "--dump-dom")
+    assert console_lines(proc.stderr) == [] and 'data-charts-drawn="4"' in proc.stdout
+    assert drawn_marks(proc.stdout) == {
         "step_breakdown": {'class="trace bars"': 4, 'class="point"': 16},  # 4 parts × 4 ranks
         "top_kernels": {'class="trace bars"': 1, 'class="point"': 3},
         "minddata_queue": {'class="trace scatter': 2},
@@ -313,9 +380,9 @@ def test_browser_screenshot(browser: str, written: Path, tmp_path_factory) -> No
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert int.from_bytes(data[16:20], "big") == 1280  # width from the IHDR chunk
     assert len(data) > 100_000  # a drawn page, not a blank one
+    print(f"\nscreenshot of the kitchen-sink report: {shot}")  # pytest -s shows it; the file stays in pytest's tmp
     if os.environ.get("ADVISOR_UPDATE_SCREENSHOT") == "1":
-        # the README's picture: the same page drawn the same way, with charts of the run's own tables (8 ranks)
-        # rather than this test's hand-made 4-rank frames, so it has one maker
+        # the README's picture: the same page drawn the same way (docs/make_screenshot.py, one maker)
         docs = ROOT / "docs"
         subprocess.run([sys.executable, str(docs / "make_screenshot.py"), str(docs / "report-screenshot.png")],
                        check=True, timeout=120)
