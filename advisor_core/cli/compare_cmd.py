@@ -43,6 +43,7 @@ def compare_command(before: Path, after: Path, before_config: Path | None, after
     """
     from advisor_core.cli.config_cmds import _findings_from_report
     from advisor_core.compare import compare_runs, render
+    from advisor_core.compare.compare import ReportMismatch
     from advisor_core.engine.runner import SelectionError
     from advisor_core.engine.session import Session, SessionOptions
 
@@ -54,18 +55,35 @@ def compare_command(before: Path, after: Path, before_config: Path | None, after
     settings = _settings(settings_file)
     host = _host(no_plugins, plugin_flags, settings)
     acted_on = _findings_from_report(report) if report is not None else None
+    report_inputs = _report_inputs(report) if report is not None else None
     sessions = []
     for path, cfg, graphs in ((before, before_config, before_graphs), (after, after_config, after_graphs)):
         opts = SessionOptions(config=cfg, graphs=[graphs] if graphs else [], settings=settings, jobs=jobs)
         sessions.append(Session([path], opts, host=host))
     try:
         result = compare_runs(*sessions, before_label=str(before), after_label=str(after), before_findings=acted_on,
+                              report_inputs=report_inputs, report_label=f"--report {report}",
                               select=_codes(select), ignore=_codes(ignore), workers=jobs)
     except SelectionError as exc:
         raise click.UsageError(str(exc)) from None
+    except ReportMismatch as exc:
+        stderr_console().print(f"advisor: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise SystemExit(EXIT_ERROR) from None
     write_output(render(result, fmt), output)
     for s in sessions:
         print_diagnostics(s.sink, verbose=verbose)
     if any(s.sink.has_errors for s in sessions) and (sessions[0].run is None or sessions[1].run is None):
         stderr_console().print("advisor: a side has no usable profile; nothing measured", markup=False)
         raise SystemExit(EXIT_ERROR)
+
+
+def _report_inputs(path: Path) -> dict:
+    """The ``inputs`` of a saved JSON report (what identifies the run it was made from; ``{}`` when absent)."""
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # _findings_from_report has said what is wrong with it
+    inputs = data.get("inputs") if isinstance(data, dict) else None
+    return inputs if isinstance(inputs, dict) else {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 
 class StepStats(BaseModel):
@@ -31,8 +31,10 @@ class RankStep(BaseModel):
     before: float | None = None
     after: float | None = None
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def delta(self) -> float | None:
+        """before − after (positive: the rank got faster)."""
         return None if self.before is None or self.after is None else self.before - self.after
 
 
@@ -48,8 +50,11 @@ class FindingOutcome(BaseModel):
     before_us: float | None = None
     after_us: float | None = None
     measured_us: float | None = None  # before − after of that time
-    ratio: float | None = None  # measured ÷ estimate
+    ratio: float | None = None  # measured ÷ estimate (gone findings above the noise only)
     after_title: str | None = None
+    after_estimate_us: float | None = None  # what AFTER's analysis now estimates for it (still there, changed)
+    noise_us: float | None = None  # noise of the measured time: NOISE_FRACTION of it (the step's noise for the step)
+    within_noise: bool = False  # estimate and measured change both within the noise: too small to measure
     estimate_memory_bytes: float | None = None
     measured_memory_bytes: float | None = None
     note: str = ""
@@ -63,8 +68,10 @@ class KernelDelta(BaseModel):
     before_us: float
     after_us: float
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def delta(self) -> float:
+        """after − before (positive: more time)."""
         return self.after_us - self.before_us
 
 
@@ -87,6 +94,8 @@ class Comparison(BaseModel):
     noise_us: float | None = None
     breakdown_before: Breakdown = Field(default_factory=Breakdown)
     breakdown_after: Breakdown = Field(default_factory=Breakdown)
+    peak_memory_before: float | None = None  # bytes, highest over the ranks (memory_record.csv)
+    peak_memory_after: float | None = None
     ranks: list[RankStep] = Field(default_factory=list)
     findings: list[FindingOutcome] = Field(default_factory=list)
     new_findings: list[dict] = Field(default_factory=list)  # findings of AFTER with no match in BEFORE
@@ -94,4 +103,5 @@ class Comparison(BaseModel):
     regressions: list[KernelDelta] = Field(default_factory=list)
     config_changes: list[ConfigChange] = Field(default_factory=list)
     not_comparable: list[str] = Field(default_factory=list)  # what could not be compared, and why
+    notes: list[str] = Field(default_factory=list)  # compared, but differs in a way worth saying (model dims)
     estimates_from: str = "the analysis of BEFORE"

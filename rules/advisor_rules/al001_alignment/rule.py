@@ -6,7 +6,7 @@ from typing import Any, Iterable
 
 from pydantic import Field
 
-from advisor_core.engine import Finding, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
+from advisor_core.engine import Finding, Measure, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
 from advisor_rules._common import stage_representatives
 from advisor_rules.al001_alignment.dims import (
     Dim,
@@ -19,6 +19,7 @@ from advisor_rules.al001_alignment.dims import (
 from advisor_rules.al001_alignment.finding import finding
 from advisor_rules.al001_alignment.fix import new_value
 from advisor_rules.al001_alignment.saving import param_transdata_scopes, stage_saving
+from advisor_rules.al001_alignment.measure import matmul_measure
 
 
 class Alignment16(Rule):
@@ -107,6 +108,10 @@ class Alignment16(Rule):
         min_dim: int = Field(64, ge=1, description="ignore dims smaller than this (small heads, tiny layers)")
         unaligned_penalty: float = Field(1.25, ge=1.0,
                                          description="MatMul slowdown assumed when the profile has no aligned MatMul to compare")
+
+    def measure(self, ctx: RuleContext, finding: Finding) -> Measure | None:
+        """The kernel time of the MatMuls the finding's config key shapes, and their cells' TransData."""
+        return matmul_measure(ctx, finding)
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         cfg = ctx.config

@@ -9,6 +9,7 @@ from pydantic import Field
 from advisor_core.engine import Finding, Measure, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
 from advisor_rules._common import stage_representatives
 from advisor_rules.cm001_comm.fusion import gradient_tail_finding
+from advisor_rules.cm001_comm.measure import redistribution_measure
 from advisor_rules.cm001_comm.redistribution import redistribution_findings
 from advisor_rules.cm001_comm.tail import tail_of
 
@@ -134,9 +135,12 @@ class UnexpectedCommunication(Rule):
         return tail_of(rank, rank.op_view())
 
     def measure(self, ctx: RuleContext, finding: Finding) -> Measure | None:
-        """For the gradient-tail finding: the AllReduce exposed after the last backward kernel, mean over stages."""
-        if ctx.run is None or not any(e.name == "exposed_time" for e in finding.evidence):
+        """For the gradient-tail finding: the AllReduce exposed after the last backward kernel, mean over stages;
+        for a redistribution finding: its chain's kernel time."""
+        if ctx.run is None:
             return None
+        if not any(e.name == "exposed_time" for e in finding.evidence):
+            return redistribution_measure(ctx, finding)
         cfg = ctx.config
         reps = stage_representatives(ctx.run, cfg.pipeline_stages if cfg is not None else 1,
                                      cfg.device_count if cfg is not None else None)

@@ -6,7 +6,7 @@ from typing import Any, Iterable
 
 from pydantic import Field
 
-from advisor_core.engine import Finding, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
+from advisor_core.engine import Finding, Measure, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
 from advisor_rules._common import (
     ASSUMED_HBM_GBPS,
     ConversionTime,
@@ -22,6 +22,7 @@ from advisor_rules.ct001_cast.chains import Chain, detect
 from advisor_rules.ct001_cast.config_only import config_only
 from advisor_rules.ct001_cast.estimate import chain_cost
 from advisor_rules.ct001_cast.finding import finding
+from advisor_rules.ct001_cast.measure import cast_measure
 
 
 class CastExcess(Rule):
@@ -137,6 +138,10 @@ class CastExcess(Rule):
     def rank_evidence(self, rank: Any) -> dict[str, ConversionTime | None]:
         """Cast and TransData time of the rank, for the kernel-only triage."""
         return conversion_evidence(rank)
+
+    def measure(self, ctx: RuleContext, finding: Finding) -> Measure | None:
+        """The Cast kernel time of the finding's cells (and, for a config-forced pair, of the ops between)."""
+        return cast_measure(ctx, finding)
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         units = stage_evidence(ctx, launches=True)

@@ -7,7 +7,7 @@ from typing import Any, Iterable
 
 from pydantic import Field
 
-from advisor_core.engine import Finding, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
+from advisor_core.engine import Finding, Measure, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
 from advisor_rules._common import (
     ASSUMED_HBM_GBPS,
     conversion_evidence,
@@ -23,6 +23,7 @@ from advisor_rules.ct002_transdata.finding import finding
 from advisor_rules.ct002_transdata.from_ir import from_ir
 from advisor_rules.ct002_transdata.from_kernels import from_kernels
 from advisor_rules.ct002_transdata.groups import Group
+from advisor_rules.ct002_transdata.measure import transdata_measure
 
 
 class TransDataExcess(Rule):
@@ -114,6 +115,10 @@ class TransDataExcess(Rule):
         """Sandwiches and weight conversions found in the rank's kernel order (needs the op view's timeline),
         and its Cast/TransData time for the triage."""
         return {"groups": from_kernels(rank.op_view()), "conversions": conversion_evidence(rank)}
+
+    def measure(self, ctx: RuleContext, finding: Finding) -> Measure | None:
+        """The TransData kernel time of the finding's group on the run measured (0 once it is gone)."""
+        return transdata_measure(self, ctx, finding)
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         units = stage_evidence(ctx)

@@ -6,12 +6,13 @@ from typing import Iterable
 
 from pydantic import Field
 
-from advisor_core.engine import Finding, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
+from advisor_core.engine import Finding, Measure, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
 from advisor_rules._common import layer_of_scope
 from advisor_rules.rc001_recompute.finding import finding
 from advisor_rules.rc001_recompute.from_config import from_config, layer_structure
 from advisor_rules.rc001_recompute.from_ir import from_ir
 from advisor_rules.rc001_recompute.issues import Issue, ir_nodes_of, merge_issue
+from advisor_rules.rc001_recompute.measure import recompute_measure
 
 
 class RecomputeNotEffective(Rule):
@@ -99,6 +100,10 @@ class RecomputeNotEffective(Rule):
 
     class Options(RuleOptions):
         device_memory_gb: float = Field(64.0, gt=0, description="device HBM used to judge how much the lost saving matters, GB")
+
+    def measure(self, ctx: RuleContext, finding: Finding) -> Measure | None:
+        """The forward kernel time of the ops to recompute, recomputed copies included."""
+        return recompute_measure(ctx, finding)
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         cfg = ctx.config
