@@ -283,6 +283,11 @@ class StringIds:
         self._dense = bool(len(self._ids)) and int(self._ids[0]) == 0 and int(self._ids[-1]) == len(self._ids) - 1
 
     @property
+    def ids(self) -> np.ndarray:
+        """The interned ids, sorted."""
+        return self._ids
+
+    @property
     def dictionary(self) -> pa.Array:
         """The strings in id order: what :meth:`indices` index into."""
         return self._dictionary

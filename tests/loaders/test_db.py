@@ -256,6 +256,35 @@ def test_wal_content_not_yet_in_the_db_file_is_read_from_a_copy(tmp_path, msprof
     assert _files(live) == before
 
 
+def test_packed_string_ids_read_as_unpacked_ones(tmp_path, msprof, monkeypatch):
+    from advisor_core.loaders import db_kernels
+
+    d = _rank_from_sample(tmp_path, msprof, SAMPLES[0])
+    con = sqlite3.connect(d / "ASCEND_PROFILER_OUTPUT" / "ascend_mindspore_profiler_0.db")
+    top = con.execute("SELECT MAX(id) FROM STRING_IDS").fetchone()[0]
+    # a NULL, a negative "none" marker and an id past the table: all three read as missing
+    con.execute("UPDATE COMPUTE_TASK_INFO SET opType = NULL WHERE globalTaskId = (SELECT MIN(globalTaskId) "
+                "FROM COMPUTE_TASK_INFO)")
+    con.execute("UPDATE COMPUTE_TASK_INFO SET inputShapes = -1, outputFormats = ? WHERE globalTaskId = "
+                "(SELECT MAX(globalTaskId) FROM COMPUTE_TASK_INFO)", (top + 3,))
+    con.commit()
+    con.close()
+    sql: list[str] = []
+    real = db_kernels.dbfile.query_arrow
+    monkeypatch.setattr(db_kernels.dbfile, "query_arrow", lambda p, q, split=None: sql.append(q) or real(p, q, split))
+    packed = load_run(d, source="db").rank(0).table("kernels")
+    # 9-bit ids (this sample interns < 511 strings): seven text columns in one value, the eighth as it is
+    assert sql[0].count("IFNULL") == 7 and sql[0].endswith(", c.outputFormats FROM COMPUTE_TASK_INFO AS c JOIN TASK "
+                                                          "AS t ON t.globalTaskId = c.globalTaskId")
+    monkeypatch.setattr(db_kernels._Packing, "of", classmethod(lambda cls, strings, texts: cls(63, 1, texts)))
+    plain = load_run(d, source="db").rank(0).table("kernels")
+    assert "IFNULL" not in sql[-1]
+    pd.testing.assert_frame_equal(packed, plain)
+    assert int(packed["type"].isna().sum()) == 1  # the NULL (communication ops have their type)
+    last = packed[packed["accelerator_core"] != "HCCL"].sort_values("start_ns").iloc[-1]
+    assert pd.isna(last["input_shapes"]) and pd.isna(last["output_formats"]) and pd.notna(last["name"])
+
+
 def test_merge_puts_compute_tasks_before_communication_ops_at_the_same_start():
     from advisor_core.loaders.db_kernels import _Merge
 
