@@ -30,13 +30,15 @@ class SlowLink(Rule):
 
         * against the hardware: the ranks' median bandwidth of a link type, over the transfers
           made of large packets (``Large Packet Ratio`` ≥ 0.8, as msprof's slow-link advice
-          counts them: small packets are slow on any link), below ``min_utilization`` (0.8, msprof's
-          ``BANDWIDTH_THRESHOLD``) × the type's expected bandwidth. The expected figures are
-          msprof-analyze's (``cluster_analyse`` HCCL analysis constants ``LINK_BANDWIDTH``):
-          HCCS 18 GB/s, PCIE 20 GB/s, RDMA 12.5 GB/s (CANN's msprof gives Ascend 910B HCCS 28 and
-          RDMA 25 GB/s); SIO has none. ``expected_gbps`` overrides them per type (your cluster's
-          measured ``hccl_test`` figures are the best reference). This finds links degraded on
-          every rank alike, which a comparison between ranks cannot see;
+          counts them: small packets are slow on any link), below ``min_utilization`` (0.8,
+          msprof's ``BANDWIDTH_THRESHOLD``) × the type's expected bandwidth. The expected
+          figures are msprof-analyze's (``cluster_analyse`` HCCL analysis constants
+          ``LINK_BANDWIDTH``): HCCS 18 GB/s, PCIE 20 GB/s, RDMA 12.5 GB/s (CANN's msprof gives
+          Ascend 910B HCCS 28 and RDMA 25 GB/s); SIO has none. ``expected_gbps`` overrides them
+          per type, 0 turning a type's check off; your cluster's measured ``hccl_test`` figures
+          are the best reference (``[tool.advisor.rules.CL002]`` ``expected_gbps = {HCCS = 28.0,
+          SIO = 100.0}``). This finds links degraded on every rank alike, which a comparison
+          between ranks cannot see;
         * against the peers: per pipeline stage (the ranks that run the same collectives), a rank
           below ``min_ratio`` × the median of the stage's ranks using that link type is
           reported, with the link to the peer it sends to (``communication_matrix``), and the
@@ -83,8 +85,8 @@ class SlowLink(Rule):
         min_utilization: float = Field(0.8, gt=0, le=1, description="a link type below this fraction of its expected "
                                        "bandwidth on the ranks' median is slow everywhere")
         expected_gbps: dict[str, float] = Field(default_factory=lambda: dict(EXPECTED_GBPS),
-                                                description="expected bandwidth per link type, GB/s (msprof-analyze's "
-                                                "figures; a type left out is only compared between ranks)")
+                                                description="expected bandwidth per link type, GB/s, over msprof-analyze's "
+                                                "figures (HCCS 18, PCIE 20, RDMA 12.5); 0 turns a type's check off")
         min_saving_pct: float = Field(1.0, ge=0, description="report a slow link costing at least this share of the step, %")
         min_ranks: int = Field(3, ge=3, description="ranks of a pipeline stage using a link type needed to compare them")
 
@@ -134,7 +136,7 @@ class SlowLink(Rule):
         """The link type on every rank against its expected bandwidth (large-packet transfers only)."""
         import numpy as np
 
-        expected = self.options.expected_gbps.get(lt)
+        expected = {**EXPECTED_GBPS, **self.options.expected_gbps}.get(lt)  # a type set to 0: not checked
         if not expected:
             return None
         gbps: dict[int, float] = {}
