@@ -103,10 +103,11 @@ def check_report(inputs: dict[str, Any], report: list[Finding], before: Any, own
     """Raise :class:`ReportMismatch` when the saved report is not a report of BEFORE.
 
     The report's run identity is what its JSON carries: the rank ids (``inputs.ranks``), the
-    rank directories' names (host, pid and start time in MindSpore's naming), the config's
-    file name, and its findings' fingerprints (code and where they point) — at least one of
-    them must be a finding BEFORE's own analysis makes (same fingerprint, or same code and
-    config key or cell), unless BEFORE gives none at all.
+    rank directories' names (host, pid and start time in MindSpore's naming) and its
+    findings' fingerprints (code and where they point) — at least one of them must be a
+    finding BEFORE's own analysis makes (same fingerprint, or same code and config key or
+    cell), unless BEFORE gives none at all. The config's path is not compared: the config
+    a run was made with may be given as a copy (``--before-config``).
     """
     desc = before.describe_inputs()
     problems: list[str] = []
@@ -117,9 +118,6 @@ def check_report(inputs: dict[str, Any], report: list[Finding], before: Any, own
     names_b = {Path(str(p)).name for p in desc.get("profiles") or []}
     if names_r and names_b and not names_r & names_b:
         problems.append(f"its profiles ({_few(names_r)}) are not BEFORE's ({_few(names_b)})")
-    cfg_r, cfg_b = inputs.get("config"), desc.get("config")
-    if cfg_r and cfg_b and Path(str(cfg_r)).name != Path(str(cfg_b)).name:
-        problems.append(f"its config is {Path(str(cfg_r)).name}, BEFORE's {Path(str(cfg_b)).name}")
     if report and own:
         keys = {f.fingerprint() for f in own} | {k for k in map(_where_key, own) if k is not None}
         if not any(f.fingerprint() in keys or _where_key(f) in keys for f in report):
