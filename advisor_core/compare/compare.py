@@ -90,7 +90,9 @@ def compare_runs(before: Any, after: Any, *, before_label: str, after_label: str
     out.findings, matched = _outcomes(before, after, findings_b, res_a.findings, out)
     out.new_findings = [{"code": f.code, "title": f.title, "saving_us": f.saving_us, "severity": f.severity.value}
                         for i, f in enumerate(res_a.findings) if i not in matched]
-    if not any(n.startswith(("another network", "kernels:", "parallel layout")) for n in out.not_comparable):
+    out.kernels_compared = not any(n.startswith(("another network", "kernels:", "parallel layout"))
+                                   for n in out.not_comparable)
+    if out.kernels_compared:
         out.kernels, out.regressions = _kernel_deltas(side_b, side_a, out.step_before.mean)
     out.config_changes = _config_changes(before.config_doc, after.config_doc)
     return out

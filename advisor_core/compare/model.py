@@ -101,6 +101,7 @@ class Comparison(BaseModel):
     new_findings: list[dict] = Field(default_factory=list)  # findings of AFTER with no match in BEFORE
     kernels: list[KernelDelta] = Field(default_factory=list)
     regressions: list[KernelDelta] = Field(default_factory=list)
+    kernels_compared: bool = True  # False when the runs' kernels are not comparable (see not_comparable)
     config_changes: list[ConfigChange] = Field(default_factory=list)
     not_comparable: list[str] = Field(default_factory=list)  # what could not be compared, and why
     notes: list[str] = Field(default_factory=list)  # compared, but differs in a way worth saying (model dims)

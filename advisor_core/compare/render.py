@@ -140,6 +140,12 @@ def finding_lines(o: FindingOutcome) -> list[str]:
     return lines
 
 
+def _regression_count(c: Comparison) -> str:
+    if not c.kernels_compared:
+        return "not compared (the runs' kernels are not comparable: see not compared)"
+    return str(len(c.regressions)) if c.regressions else "none"
+
+
 def _least_gained(c: Comparison) -> list[RankStep]:
     return sorted((r for r in c.ranks if r.delta is not None), key=lambda r: (r.delta, r.rank))[:RANK_ROWS] \
         if len(c.ranks) > 1 else []
@@ -177,7 +183,7 @@ def text(c: Comparison, width: int | None = None) -> str:
         L += ["", "new in AFTER:"] + [f"  {f['code']} ({f['severity']}): {f['title']}" for f in c.new_findings]
     if c.kernels:
         L += ["", "kernels that changed most (per step, mean over ranks):"] + [_kernel_line(d) for d in c.kernels]
-    L += ["", "kernel regressions: " + ("none" if not c.regressions else f"{len(c.regressions)}")]
+    L += ["", "kernel regressions: " + _regression_count(c)]
     L += [_kernel_line(d) for d in c.regressions[:8]]
     if c.config_changes:
         L += ["", "config changes:"] + [f"  {x.key}: {x.before or '(absent)'} → {x.after or '(absent)'}"
@@ -237,7 +243,7 @@ def markdown(c: Comparison) -> str:
     if c.kernels:
         L += ["", "| changed most (per step, mean over ranks) | before | after | change |", "|---|---|---|---|"]
         L += [f"| {esc(d.what)} | {_ms(d.before_us)} | {_ms(d.after_us)} | {_ms(d.delta, True)} |" for d in c.kernels]
-    L += ["", f"Kernel regressions: {len(c.regressions) or 'none'}."]
+    L += ["", f"Kernel regressions: {_regression_count(c)}."]
     if c.regressions:
         L += ["", "| regression | before | after | change |", "|---|---|---|---|"]
         L += [f"| {esc(d.what)} | {_ms(d.before_us)} | {_ms(d.after_us)} | {_ms(d.delta, True)} |"
@@ -301,7 +307,7 @@ def page(c: Comparison) -> str:
                   + "".join(f"<li>{e(f['code'])} ({e(f['severity'])}): {e(f['title'])}</li>" for f in c.new_findings)
                   + "</ul>"]
     parts += ["<h2>Kernels that changed most</h2>", table(["op type or cell", "before", "after", "change"], kernel_rows(c.kernels)),
-              f"<h2>Kernel regressions: {len(c.regressions) or 'none'}</h2>"]
+              f"<h2>Kernel regressions: {e(_regression_count(c))}</h2>"]
     if c.regressions:
         parts.append(table(["op type or cell", "before", "after", "change"], kernel_rows(c.regressions[:8])))
     if c.config_changes:

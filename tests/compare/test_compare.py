@@ -86,20 +86,22 @@ def test_each_fix_is_gone_and_measured_within_the_band(scenario: str, tmp_path: 
 # -- one fix, both ways: what was gained, what regressed, what changed --------------------------------------
 
 @pytest.fixture(scope="module")
-def unaligned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Session, Session]:
-    """The unaligned scenario, and the same run with AL001's hidden_size fix applied (4100 → 4112)."""
+def unaligned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The unaligned scenario, and the same run with AL001's hidden_size fix applied (4100 → 4112).
+
+    Paths: each comparison opens its own sessions (a session is analysed once).
+    """
     base = tmp_path_factory.mktemp("unaligned")
     simulate_scenario("unaligned", base / "unaligned", ground_truth=False)
-    before = _session(base / "unaligned")
-    (hidden,) = [f for f in before.analyze().findings if f.title.startswith("hidden_size")]
+    (hidden,) = [f for f in _session(base / "unaligned").analyze().findings if f.title.startswith("hidden_size")]
     config = next((base / "unaligned" / "config").glob("*.yaml"))
     fixed = apply_patches(ConfigDocument.from_text(config.read_text(), config, DiagnosticSink()), hidden.patches)
     simulate_scenario("unaligned", base / "fixed", config=fixed.new_text, ground_truth=False)
-    return before, _session(base / "fixed")
+    return base / "unaligned", base / "fixed"
 
 
-def test_the_kernels_that_a_fix_made_faster(unaligned: tuple[Session, Session]) -> None:
-    c = compare_runs(*unaligned, before_label="unaligned", after_label="fixed")
+def test_the_kernels_that_a_fix_made_faster(unaligned: tuple[Path, Path]) -> None:
+    c = compare_runs(*map(_session, unaligned), before_label="unaligned", after_label="fixed")
     statuses = {o.title: o.status for o in c.findings}
     assert statuses == {"hidden_size gives unaligned MatMul dim 4100": "gone",
                         "vocab_size gives unaligned MatMul dim 32001": "changed",
@@ -118,10 +120,10 @@ def test_the_kernels_that_a_fix_made_faster(unaligned: tuple[Session, Session]) 
 
 
 @pytest.fixture(scope="module")
-def worse(unaligned: tuple[Session, Session]):  # type: ignore[no-untyped-def]
+def worse(unaligned: tuple[Path, Path]):  # type: ignore[no-untyped-def]
     """The fixed run as BEFORE and the unaligned one as AFTER: a change that made things worse on purpose."""
-    fixed, bad = unaligned[1], unaligned[0]
-    return compare_runs(fixed, bad, before_label="fixed", after_label="unaligned")
+    bad, fixed = unaligned
+    return compare_runs(_session(fixed), _session(bad), before_label="fixed", after_label="unaligned")
 
 
 def test_a_change_that_made_things_worse(worse) -> None:  # type: ignore[no-untyped-def]
@@ -136,8 +138,10 @@ def test_a_change_that_made_things_worse(worse) -> None:  # type: ignore[no-unty
         ("cell", "layers.N.attention.wo · MatMulV3", 6809),
     ]
     assert [f["title"] for f in c.new_findings] == ["hidden_size gives unaligned MatMul dim 4100"]
-    assert {o.title: o.status for o in c.findings} == {"intermediate_size gives unaligned MatMul dim 11000": "changed",
-                                                       "vocab_size gives unaligned MatMul dim 32001": "changed"}
+    assert {o.title: o.status for o in c.findings} == {
+        "intermediate_size gives unaligned MatMul dim 11000": "changed",
+        "vocab_size gives unaligned MatMul dim 32001": "changed",
+        "gradient AllReduce exposed in the step tail: 2.96 ms per step": "gone"}  # the longer step hides it again
     assert round(c.peak_memory_before) > round(c.peak_memory_after)  # the padded weights are gone again
 
 
@@ -209,6 +213,7 @@ def test_what_is_not_comparable_is_said(tmp_path: Path) -> None:
                                     "mp1 × pp1): per-rank step and kernel times are not compared (each rank holds "
                                     "another part of the model), only the cluster's step"]
     assert other.ranks == [] and other.kernels == [] and other.regressions == [] and other.step_change_us is not None
+    assert not other.kernels_compared and "kernel regressions: not compared" in render(other, "text")
     smaller = compare_runs(_session(tmp_path / "a"), _session(tmp_path / "smaller"), before_label="a", after_label="s")
     assert smaller.not_comparable == ["another network (num_layers 4 → 2): kernels are not compared op by op"]
     assert smaller.kernels == [] and smaller.step_change_significant
@@ -297,20 +302,20 @@ def test_config_and_graphs_given_per_side(tmp_path: Path) -> None:
     assert 0.7 <= rotary[0]["ratio"] <= 1.3
 
 
-def test_a_report_of_another_run_is_refused(unaligned: tuple[Session, Session], tmp_path: Path) -> None:
+def test_a_report_of_another_run_is_refused(unaligned: tuple[Path, Path], tmp_path: Path) -> None:
     simulate_scenario("minddata-bottleneck", tmp_path / "md", ground_truth=False)
     md = _session(tmp_path / "md")
     report = md.analyze().findings
-    before, after = unaligned
     with pytest.raises(ReportMismatch) as exc:
-        compare_runs(before, after, before_label="unaligned", after_label="fixed", before_findings=report,
+        compare_runs(*map(_session, unaligned), before_label="unaligned", after_label="fixed", before_findings=report,
                      report_inputs=md.describe_inputs(), report_label="--report r.json")
     assert str(exc.value) == ("--report r.json is not a report of BEFORE unaligned: its ranks are 0, BEFORE's 0, 1; "
                               "none of its findings (MD001) is one BEFORE has (AL001) (run `advisor analyze unaligned "
                               "--format json -o report.json` to make one)")
-    own = before.analyze().findings  # BEFORE's own report is accepted
-    c = compare_runs(before, after, before_label="unaligned", after_label="fixed", before_findings=own,
-                     report_inputs=before.describe_inputs())
+    mine = _session(unaligned[0])  # BEFORE's own report is accepted
+    own = mine.analyze().findings
+    c = compare_runs(_session(unaligned[0]), _session(unaligned[1]), before_label="unaligned", after_label="fixed",
+                     before_findings=own, report_inputs=mine.describe_inputs())
     assert c.estimates_from == "the saved report" and len(c.findings) == 3
 
 
