@@ -96,6 +96,9 @@ def digest_rank(rank: Any, rules: Sequence[tuple[str, Any]]) -> RankDigest:
     with rank.diagnostics_to(sink):
         t = time.perf_counter()
         try:
+            # a second analysis of the same run finds the op view kept without its timeline: rules'
+            # rank evidence reads kernel order, so rebuild it rather than give them less than the first time
+            rank.ensure_timeline()
             view = rank.op_view()
             digest.seconds["load"] = time.perf_counter() - t
             t = time.perf_counter()

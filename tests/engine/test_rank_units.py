@@ -36,6 +36,16 @@ def test_worker_processes_give_the_same_report(cluster_run: Path, tmp_path: Path
     assert {"AL001", "CM001", "CT001", "CT002", "RC001"} <= {f["code"] for f in data["findings"]}
 
 
+
+def test_a_second_analysis_of_the_same_session_gives_the_same_report(cluster_run: Path) -> None:
+    """The op view is kept without its kernel timeline after the first run; rules needing kernel order still get it."""
+    from advisor_core.engine.session import Session, SessionOptions
+    session = Session([cluster_run], SessionOptions(jobs=1, autoload_plugins=False))
+    first, second = ([f.model_dump(mode="json") for f in session.analyze().findings] for _ in range(2))
+    assert any(f["title"].startswith("gradient AllReduce exposed") for f in first)
+    assert first == second
+
+
 PLUGIN = '''
 from advisor_core.engine import Finding, Need, Requirements, Rule, hookimpl
 
