@@ -192,18 +192,24 @@ def fix_command(paths: tuple[Path, ...], config: Path, profiles: tuple[Path, ...
             stderr_console().print(f"advisor fix: not fixing {config}: it does not belong to the run given "
                                    "(see above)", markup=False, soft_wrap=True)
             raise SystemExit(2)
-    code = apply_fixes(config, findings, unsafe=unsafe_fixes, show_diff=show_diff, select=_codes(select), ignore=_codes(ignore))
+    code = apply_fixes(config, findings, unsafe=unsafe_fixes, show_diff=show_diff, select=_codes(select), ignore=_codes(ignore),
+                       retarget=from_report is not None)
     raise SystemExit(code)
 
 
 def apply_fixes(config: Path, findings: list[Any], *, unsafe: bool, show_diff: bool,
-                select: list[str] | None = None, ignore: list[str] | None = None) -> int:
+                select: list[str] | None = None, ignore: list[str] | None = None, retarget: bool = False) -> int:
     """Choose the findings' patches for ``config`` and apply them atomically; the exit code.
 
     Safe patches only unless ``unsafe``; display-only never; of two patches changing
     the same key the higher-ranked wins. Preconditions are checked against the file
     as it is on disk now. Returns 0 (applied, or nothing to do), 1 (``show_diff`` and
     there is a change) or 2 (refused: a precondition failed, verification or write failed).
+
+    A patch made for another file is skipped, and said; with ``retarget`` (patches from a saved
+    report, applied to a copy of the config they were made for) it applies to ``config`` when
+    every patch of the report names one and the same file: its ``test`` preconditions then
+    decide whether the copy still holds the values the patch was computed from.
     """
     from advisor_core.config.document import ConfigDocument
     from advisor_core.diagnostics import DiagnosticSink
@@ -220,13 +226,16 @@ def apply_fixes(config: Path, findings: list[Any], *, unsafe: bool, show_diff: b
     err = stderr_console()
     chosen, hidden_unsafe, conflicts = [], 0, []
     claimed: dict[str, str] = {}
+    targets = {str(p.target) for f in findings for p in f.patches if p.target is not None}
+    others = sorted(t for t in targets if Path(t).resolve() != config.resolve())
+    retargeted = retarget and len(targets) == 1 and bool(others)
     for f in findings:
         if select and not any(f.code.startswith(s.upper()) for s in select):
             continue
         if ignore and any(f.code.startswith(s.upper()) for s in ignore):
             continue
         for p in f.patches:
-            if p.target is not None and Path(p.target).resolve() != config.resolve():
+            if p.target is not None and Path(p.target).resolve() != config.resolve() and not retargeted:
                 continue
             if p.safety == Safety.DISPLAY_ONLY:
                 continue
@@ -243,8 +252,13 @@ def apply_fixes(config: Path, findings: list[Any], *, unsafe: bool, show_diff: b
             chosen.append((f, p))
     for c in conflicts:
         err.print(f"advisor: {c}", style="yellow", markup=False, soft_wrap=True)
+    if retargeted and chosen:
+        err.print(f"note: the report's patches were made for {others[0]}; applying them to {config} "
+                  "(each patch's preconditions are checked against it)", markup=False, soft_wrap=True)
     if not chosen:
         msg = f"{config}: nothing to fix"
+        if others and not retargeted:
+            msg += f" (the patches found are for {', '.join(others[:3])}{', …' if len(others) > 3 else ''})"
         if hidden_unsafe:
             msg += f" ({hidden_unsafe} unsafe fix(es) available with --unsafe-fixes)"
         err.print(msg, markup=False, soft_wrap=True)

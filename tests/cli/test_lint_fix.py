@@ -174,6 +174,26 @@ def test_fix_from_report_applies_when_unchanged(capsys, tmp_path, real_data):
     assert YAML(typ="safe").load(cfg.read_text())["model"]["model_config"]["hidden_size"] == 4096
 
 
+
+def test_fix_from_report_applies_to_a_copy_of_the_config(capsys, tmp_path, real_data):
+    """The report was made for one file; fixing a copy applies its patches there, guarded by their preconditions."""
+    cfg = copy_config(tmp_path, real_data, "pretrain_llama2_7b.yaml")
+    cfg.write_text(cfg.read_text().replace("    hidden_size: 4096", "    hidden_size: 4100"))
+    report = tmp_path / "report.json"
+    main(["analyze", "--no-plugins", "--format", "json", "-o", str(report), "--fail-on", "never", str(cfg)])
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(cfg.read_text())
+    capsys.readouterr()
+    assert main(["fix", "--config", str(copy), "--from-report", str(report), "--unsafe-fixes", "--select", "AL001"]) == 0
+    err = capsys.readouterr().err
+    assert f"note: the report's patches were made for {cfg}; applying them to {copy}" in err
+    assert YAML(typ="safe").load(copy.read_text())["model"]["model_config"]["hidden_size"] == 4096
+    assert "hidden_size: 4100" in cfg.read_text()  # the original is left alone
+    stale = tmp_path / "stale.yaml"
+    stale.write_text(cfg.read_text().replace("    hidden_size: 4100", "    hidden_size: 4104"))
+    assert main(["fix", "--config", str(stale), "--from-report", str(report), "--unsafe-fixes", "--select", "AL001"]) == 2
+    assert "expected 4100, found 4104" in capsys.readouterr().err
+
 def test_lint_fix_exits_1_when_it_changed_a_file(capsys, tmp_path, real_data):
     cfg = copy_config(tmp_path, real_data, "pretrain_llama2_7b.yaml")
     cfg.write_text(cfg.read_text().replace("  micro_batch_num: 1", "  micro_batch_num: 1").replace("  pipeline_stage: 1", "  pipeline_stage: 2"))
