@@ -88,7 +88,8 @@ def lint_command(configs: tuple[Path, ...], graphs: tuple[Path, ...], profiles: 
             err.print(f"{cfg}: skipped: not a MindFormers training config (no model/parallel_config/runner_config "
                       "… sections)", style="dim", markup=False, soft_wrap=True)
             continue
-        session = Session([], SessionOptions(config=cfg, graphs=list(graphs), profiles=list(profiles), settings=settings), host=host)
+        session = Session([], SessionOptions(config=cfg, graphs=list(graphs), profiles=list(profiles), settings=settings,
+                                             baseline=True), host=host)
         try:
             result = session.analyze(select=_codes(select) or settings.effective_select(), ignore=_codes(ignore) or settings.ignore,
                                      options=options)

@@ -42,6 +42,9 @@ class SessionOptions:
     scheduler_timeout: float = 30.0  # seconds to reach the scheduler and find a worker
     task_timeout: float | None = None  # Dask: seconds with no task finishing before a rank is given up (None: default)
     source: str = "auto"  # which export a table is read from when a rank has both: auto | text | db
+    # the profile/IR is a baseline from an earlier run (``advisor lint``): a config that no longer matches it is
+    # the change under review, so it is checked on its own and the stale baseline is dropped (not an error)
+    baseline: bool = False
 
 
 class Session:
@@ -115,6 +118,12 @@ class Session:
             from advisor_core.engine.consistency import check_inputs
 
             self.mismatches = check_inputs(self._run, self._ir, TrainingConfig(self._doc.data, str(self._doc.path)))
+            if self.mismatches and self.options.baseline:
+                for m in self.mismatches:
+                    self.sink.warning("baseline-disagrees", f"{m.message(str(self.config_path))}; the baseline is "
+                                      "left out and only the checks of the config alone run", self.config_path)
+                self._run, self._ir = None, None  # evidence of another shape says nothing about this config
+                self.mismatches = []
             for m in self.mismatches:
                 self.sink.error("inputs-disagree", m.message(str(self.config_path)), self.config_path)
             if self.mismatches:

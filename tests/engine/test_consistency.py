@@ -171,3 +171,16 @@ def test_a_pipelined_config_against_a_one_stage_ir(tmp_path: Path) -> None:
         "the parallel layout disagrees: the config pp2.yaml says pipeline_stage 2, but rank_0/21_validate_0076.ir "
         "holds every decoder layer (layers 0–1) and the output head in one graph, with no Send/Receive (one pipeline "
         "stage)" + _TAIL]
+
+
+def test_lint_against_a_baseline_of_another_shape_checks_the_config_alone(run: Path, tmp_path: Path) -> None:
+    """A pull request that changes the model is what lint reviews: the stale baseline is said and left out, not an error."""
+    cfg = tmp_path / "grown.yaml"
+    cfg.write_text((run / "config" / "kitchen-sink.yaml").read_text().replace("num_layers: 2", "num_layers: 4"))
+    proc = _advisor("lint", cfg.name, "--graphs", str(run / "graphs"), "--fail-on", "never", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert ("grown.yaml: warning: the layer count disagrees: the config grown.yaml says num_layers 4, but the IR dumps "
+            "hold 2 decoder layers") in proc.stderr
+    assert "the baseline is left out and only the checks of the config alone run" in proc.stderr
+    assert "error" not in proc.stderr
+    assert "AL001" in proc.stdout  # hidden_size 4100 is still judged from the config
