@@ -12,15 +12,25 @@ is the one import a rule needs:
 * :mod:`.config` — plain config values and the model family the rules model;
 * :mod:`.data` — the device's wait for data per step, and the share of a device-side saving it lets show;
 * :mod:`.conversions` — Cast and TransData time from kernels alone (the triage without an IR dump);
-* :mod:`.cluster` — robust outliers among peers and per-rank step figures (the CL rules).
+* :mod:`.cluster` — robust outliers among peers and per-rank step figures (the CL rules);
+* :mod:`.measure` — what ``advisor compare`` measures for a finding: a selection of ops' kernel time as step time.
 """
 
 from __future__ import annotations
 
-from advisor_rules._common.cluster import Outlier, high_outliers, low_outliers, rank_label, steady_breakdown
+from advisor_rules._common.cluster import (
+    Outlier,
+    high_outliers,
+    low_outliers,
+    parallel_group,
+    rank_label,
+    steady_breakdown,
+)
 from advisor_rules._common.config import LLAMA_TYPES, is_llama, plain
 from advisor_rules._common.conversions import (
+    CONVERSION_LAUNCH_US,
     ConversionTime,
+    conversion_estimate_us,
     conversion_evidence,
     conversion_time,
     triage_finding,
@@ -45,6 +55,15 @@ from advisor_rules._common.kernels import (
     kernel_launches_by_scope,
     kernel_scope,
     kernel_time_by_scope,
+)
+from advisor_rules._common.measure import (
+    finding_ops,
+    fold_layer,
+    folded_cells,
+    in_cells,
+    primitive_of,
+    selected_time,
+    stage_measure,
 )
 from advisor_rules._common.parameters import ir_parameters, is_model_weight, llama_parameters, trainable_parameters
 from advisor_rules._common.pipeline import (
@@ -72,6 +91,16 @@ from advisor_rules._common.units import (
 )
 
 __all__ = [
+    "CONVERSION_LAUNCH_US",
+    "conversion_estimate_us",
+    "finding_ops",
+    "fold_layer",
+    "folded_cells",
+    "in_cells",
+    "parallel_group",
+    "primitive_of",
+    "selected_time",
+    "stage_measure",
     "Outlier",
     "high_outliers",
     "low_outliers",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from advisor_core.engine import Finding, Measure, RuleContext
-from advisor_rules._common.measure import stage_measure
+from advisor_rules._common import stage_measure
 from advisor_rules.al001_alignment.dims import Dim, dims_from_kernels, map_config_keys
 from advisor_rules.al001_alignment.finding import short_key
 from advisor_rules.al001_alignment.saving import param_transdata_scopes, weight_transdata

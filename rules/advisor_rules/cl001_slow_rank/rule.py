@@ -8,7 +8,7 @@ from pydantic import Field
 
 from advisor_core.engine import Evidence, Finding, Location, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
 from advisor_rules._common import Outlier, high_outliers, pipeline_stage_of, rank_label
-from advisor_rules._common.cluster import parallel_group
+from advisor_rules._common import parallel_group
 from advisor_rules.cl001_slow_rank.evidence import rank_figures
 
 CONVERSION_TYPES = ("Cast", "TransData")

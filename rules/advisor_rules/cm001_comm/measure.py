@@ -15,7 +15,7 @@ from typing import Any
 
 from advisor_core.engine import Finding, Measure, RuleContext
 from advisor_rules._common import one_f_one_b_step_saving, stage_busy_and_micro, stage_representatives
-from advisor_rules._common.measure import finding_ops, fold_layer
+from advisor_rules._common import finding_ops, fold_layer
 from advisor_rules.cm001_comm.chains import find_chains
 from advisor_rules.cm001_comm.estimate import chain_cost
 

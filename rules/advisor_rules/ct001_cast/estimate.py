@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from advisor_rules._common import StageEvidence, tensor_bytes
-from advisor_rules._common.conversions import conversion_estimate_us
+from advisor_rules._common import conversion_estimate_us
 from advisor_rules.ct001_cast.chains import Chain, dtype_of
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from advisor_core.engine import Finding, Measure, RuleContext
-from advisor_rules._common.measure import finding_ops, folded_cells, in_cells, selected_time, stage_measure
+from advisor_rules._common import finding_ops, folded_cells, in_cells, selected_time, stage_measure
 
 
 def cast_measure(ctx: RuleContext, finding: Finding) -> Measure | None:

@@ -17,7 +17,7 @@ from advisor_rules._common import (
     pipeline_micro_batches,
     stage_evidence,
 )
-from advisor_rules._common.conversions import CONVERSION_LAUNCH_US
+from advisor_rules._common import CONVERSION_LAUNCH_US
 from advisor_rules.ct001_cast.chains import Chain, detect
 from advisor_rules.ct001_cast.config_only import config_only
 from advisor_rules.ct001_cast.estimate import chain_cost

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from advisor_rules._common import StageEvidence, tensor_bytes
-from advisor_rules._common.conversions import conversion_estimate_us
+from advisor_rules._common import conversion_estimate_us
 from advisor_rules.ct002_transdata.groups import Group
 
 

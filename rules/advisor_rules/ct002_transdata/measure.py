@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from advisor_core.engine import Finding, Measure, RuleContext
 from advisor_core.opview.names import kernel_scope
 from advisor_rules._common import one_f_one_b_step_saving, pipeline_micro_batches, stage_evidence
-from advisor_rules._common.measure import finding_ops, fold_layer, primitive_of
+from advisor_rules._common import finding_ops, fold_layer, primitive_of
 from advisor_rules.ct002_transdata.estimate import group_cost
 from advisor_rules.ct002_transdata.from_ir import from_ir
 from advisor_rules.ct002_transdata.groups import TRANS_OPS, Group

@@ -17,7 +17,7 @@ from advisor_rules._common import (
     pipeline_micro_batches,
     stage_evidence,
 )
-from advisor_rules._common.conversions import CONVERSION_LAUNCH_US
+from advisor_rules._common import CONVERSION_LAUNCH_US
 from advisor_rules.ct002_transdata.estimate import group_cost
 from advisor_rules.ct002_transdata.finding import finding
 from advisor_rules.ct002_transdata.from_ir import from_ir
