@@ -46,6 +46,16 @@ def _layout_line(par: dict[str, Any] | None) -> str:
     return (" ".join(parts) or "no sizes") + f"  [{par['source']}]"
 
 
+def _fit_path(path: str, width: int) -> str:
+    """``path`` as it fits ``width`` columns: folders between the first and the file shortened to ``…``, the
+    file name always whole (``--format json`` has every path in full)."""
+    if len(path) <= width or "/" not in path:
+        return path
+    parts = path.split("/")
+    head = parts[0] if len(parts[0]) <= 14 else parts[0][:12] + "…"
+    return "/".join([head, "…", parts[-1]]) if len(parts) > 2 else "/".join([head, parts[-1]])
+
+
 def render_inspect(report: dict[str, Any], console: Console) -> None:
     ranks = report["ranks"]
     if not ranks and not report.get("cluster"):
@@ -69,16 +79,21 @@ def render_inspect(report: dict[str, Any], console: Console) -> None:
             line += f"   time span {_ms(span['span_us'])} ms ({span['source']})"
         console.print(line)
 
-        t = Table(title="Tables", title_justify="left", show_edge=False, pad_edge=False,
-                  caption="files in ASCEND_PROFILER_OUTPUT/ unless a folder is shown", caption_justify="left")
+        # a status column of nothing but "ok" costs the width a file name needs at 80 columns
+        all_ok = all(tb["status"] == "ok" for tb in r["tables"])
+        caption = "files in ASCEND_PROFILER_OUTPUT/ unless a folder is shown" + ("; every table read" if all_ok else "")
+        t = Table(title="Tables", title_justify="left", show_edge=False, pad_edge=False, caption=caption,
+                  caption_justify="left")
         t.add_column("table")
         t.add_column("rows", justify="right")
-        t.add_column("status")
+        if not all_ok:
+            t.add_column("status")
         t.add_column("file", overflow="fold")
         for tb in r["tables"]:
             status = Text(tb["status"], style="green" if tb["status"] == "ok" else "red")
-            t.add_row(tb["table"], "–" if tb["rows"] is None else f"{tb['rows']:,}", status,
-                      _rel(tb["path"], r["profile_dir"]).removeprefix(_APO))
+            cells = [tb["table"], "–" if tb["rows"] is None else f"{tb['rows']:,}"] + ([] if all_ok else [status])
+            shown = _fit_path(_rel(tb["path"], r["profile_dir"]).removeprefix(_APO), console.width - 36)
+            t.add_row(*cells, shown)
         console.print(t)
 
         bd = r.get("step_breakdown") or []

@@ -150,3 +150,21 @@ def test_ir_dump_directory(capsys, ms_cpu):
     text_code = main(["inspect", str(ms_cpu / "cast_roundtrip/ir_level2_full")])
     text = capsys.readouterr().out
     assert text_code == 0 and "IR graph dumps" in text and "final_frontend: 21_validate_0076.ir" in text
+
+
+def test_table_file_names_are_whole_at_80_columns(tmp_path) -> None:
+    """A long folder path is shortened at its folders, never cut inside the file name; all-ok hides the status column."""
+    import os
+
+    from advisor_core.simulate import simulate_scenario
+
+    out = tmp_path / "run"
+    simulate_scenario("minddata-bottleneck", out, layers=2, steps=2, ground_truth=False)
+    env = dict(os.environ, ADVISOR_WIDTH="80", ADVISOR_DISABLE_PLUGIN_AUTOLOAD="1")
+    proc = subprocess.run([sys.executable, "-m", "advisor_core", "inspect", str(out / "profile")], capture_output=True,
+                          text=True, env=env, check=True)
+    rows = {line.split("│")[0].strip(): line.split("│")[-1].strip() for line in proc.stdout.splitlines() if "│" in line}
+    assert rows["device_queue"] == "PROF_000001_…/…/aicpu_mi_20250615150640000.csv"
+    assert rows["minddata_cpu"] == "FRAMEWORK/minddata_cpu_utilization_0.json"
+    assert any(line.split() == ["table", "┃", "rows", "┃", "file"] for line in proc.stdout.splitlines())  # no status
+    assert "unless a folder is shown; every table read" in " ".join(proc.stdout.split())
