@@ -315,12 +315,15 @@ def plugins_command(fmt: str, no_plugins: bool, plugin_flags: tuple[str, ...], s
     else:
         from rich.table import Table
 
-        t = Table(title=f"{len(rows)} plugin(s)", title_justify="left")
-        for h in ("name", "distribution", "version", "status", "hooks", "note"):
+        # laid out for 80 columns: the version beside its distribution, a note column only when there is a note
+        notes = any(r["error"] or r["detail"] for r in rows)
+        t = Table(title=f"{len(rows)} plugin(s)", title_justify="left", show_edge=False, pad_edge=False)
+        for h in ("name", "distribution", "status", "hooks") + (("note",) if notes else ()):
             t.add_column(h, overflow="fold")
         for r in rows:
-            t.add_row(r["name"], r["distribution"] or "core", r["version"] or "–", r["status"],
-                      ", ".join(h.replace("advisor_", "") for h in r["hooks"]), r["error"] or r["detail"] or "")
+            dist = r["distribution"] + (f" {r['version']}" if r["version"] else "") if r["distribution"] else "core"
+            cells = [r["name"], dist, r["status"], ", ".join(h.replace("advisor_", "") for h in r["hooks"])]
+            t.add_row(*cells, *([r["error"] or r["detail"] or ""] if notes else []))
         stdout_console().print(t)
     _report_plugin_failures(host)
     raise SystemExit(EXIT_ERROR if host.failed else EXIT_OK)

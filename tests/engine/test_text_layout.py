@@ -96,3 +96,18 @@ def test_detail_lines_fit_and_never_cut_a_word(result, width: int) -> None:  # t
                                                                      f"{f.code} {f.rule}: {f.title}".split()))
         wanted = [" ".join(f"at {location_text(loc, RenderContext())}".split()) for loc in f.locations[:4]]
         assert _shown_locations(block) == wanted, (width, f.code)
+
+
+def test_plugins_listing_fits_80_columns_with_whole_names() -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, ADVISOR_WIDTH="80")
+    out = subprocess.run([sys.executable, "-m", "advisor_core", "plugins"], capture_output=True, text=True, env=env,
+                         check=True).stdout
+    lines = out.splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in lines)
+    rows = {line.split("│")[0].strip(): [c.strip() for c in line.split("│")[1:]] for line in lines if "│" in line}
+    assert rows["advisor_core.report.builtin"] == ["core", "loaded", "register_formats"]
+    assert rows["builtin-rules"][0].startswith("ascend-advisor ")
