@@ -80,7 +80,8 @@ def lint_command(configs: tuple[Path, ...], graphs: tuple[Path, ...], profiles: 
     err = stderr_console()
     for cfg in _yaml_files(configs):
         probe = DiagnosticSink()
-        if ConfigDocument.load(cfg, probe) is None:  # not YAML at all (or unreadable): an error, never a pass
+        doc = ConfigDocument.load(cfg, probe)
+        if doc is None:  # not YAML at all (or unreadable): an error, never a pass
             unreadable.extend(probe)
             continue
         if not looks_like_training_config(cfg):
@@ -89,7 +90,7 @@ def lint_command(configs: tuple[Path, ...], graphs: tuple[Path, ...], profiles: 
                       "… sections)", style="dim", markup=False, soft_wrap=True)
             continue
         session = Session([], SessionOptions(config=cfg, graphs=list(graphs), profiles=list(profiles), settings=settings,
-                                             baseline=True), host=host)
+                                             baseline=True, config_document=doc), host=host)
         try:
             result = session.analyze(select=_codes(select) or settings.effective_select(), ignore=_codes(ignore) or settings.ignore,
                                      options=options)

@@ -45,6 +45,8 @@ class SessionOptions:
     # the profile/IR is a baseline from an earlier run (``advisor lint``): a config that no longer matches it is
     # the change under review, so it is checked on its own and the stale baseline is dropped (not an error)
     baseline: bool = False
+    # the config already parsed by the caller (``advisor lint`` parses each file to tell YAML from not): not parsed twice
+    config_document: Any = None
 
 
 class Session:
@@ -111,7 +113,9 @@ class Session:
         if self.config_path is not None:
             from advisor_core.config.document import ConfigDocument
 
-            self._doc = ConfigDocument.load(Path(self.config_path), self.sink)
+            given = self.options.config_document
+            same = given is not None and Path(str(given.path)).resolve() == Path(self.config_path).resolve()
+            self._doc = given if same else ConfigDocument.load(Path(self.config_path), self.sink)
         self.mismatches: list[Any] = []
         if self._doc is not None and (self._run is not None or self._ir is not None):
             from advisor_core.config.training import TrainingConfig
