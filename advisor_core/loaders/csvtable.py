@@ -310,6 +310,9 @@ def _convert_column(
     return pa.chunked_array([converted])
 
 
+READ_BLOCK_BYTES = 4 << 20
+
+
 def read_csv_table(
     path: Path,
     spec: CsvTableSpec,
@@ -366,7 +369,8 @@ def read_csv_table(
         invalid.append((row.number, row.expected_columns, row.actual_columns, row.text or ""))
         return "skip"
 
-    read_opts = pacsv.ReadOptions(use_threads=True)
+    # 4 MiB blocks: a quarter of the per-block dictionaries (and their unification) of the 1 MiB default, as fast
+    read_opts = pacsv.ReadOptions(use_threads=True, block_size=READ_BLOCK_BYTES)
     parse_opts = pacsv.ParseOptions(invalid_row_handler=on_invalid)
     include = list(dict.fromkeys(h for _, h, _ in plan))
     types = {h: _arrow_type(kind, dictionary=arrow) for _, h, kind in plan}

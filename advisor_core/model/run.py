@@ -19,6 +19,7 @@ the loader specs); the main ones:
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -48,6 +49,9 @@ class Rank:
         self._derived: dict[str, Any] = {}
         self._routes: dict[str, tuple[TableLoader, Path, str] | None] = {}
         self._db_said: set[tuple[str, str | None]] = set()
+        # a derived value may be computed on a second thread while the kernels are read (see ``cached``)
+        self._derived_locks: dict[str, threading.RLock] = {}
+        self._locks_guard = threading.Lock()
 
     # -- metadata ---------------------------------------------------------------
     @property
@@ -197,6 +201,13 @@ class Rank:
         key = (name, key_cols)
         if key in self._cache:
             return self._cache[key]
+        with self._lock_for(f"table:{name}"):  # a table being read on another thread (``prefetch``) is read once
+            return self._load_locked(ld, name, key_cols)
+
+    def _load_locked(self, ld: TableLoader, name: str, key_cols: tuple[str, ...] | None) -> LoadedTable | None:
+        key = (name, key_cols)
+        if key in self._cache:
+            return self._cache[key]
         full = self._cache.get((name, None))
         if full is not None and key_cols is not None and all(c in full.frame.columns for c in key_cols):
             loaded: LoadedTable | None = LoadedTable(full.frame[list(key_cols)], full.record, full.missing)
@@ -267,9 +278,34 @@ class Rank:
         Derived analyses memoise here so that every rule asking gets the same object, and
         a worker process can hand its results over with :meth:`adopt_derived`.
         """
-        if key not in self._derived:
-            self._derived[key] = compute()
+        if key in self._derived:
+            return self._derived[key]
+        with self._lock_for(key):  # a second thread asking for the same value waits for the first
+            if key not in self._derived:
+                self._derived[key] = compute()
         return self._derived[key]
+
+    def _lock_for(self, key: str) -> threading.RLock:
+        with self._locks_guard:
+            return self._derived_locks.setdefault(key, threading.RLock())
+
+    def prefetch(self, name: str) -> threading.Thread | None:
+        """Start reading table ``name`` (its default columns) on a second thread; join the thread returned.
+
+        For a read that holds the interpreter (the trace scan) while another releases it (Arrow's CSV
+        reader on every core): the two then overlap. ``None`` when the rank has no such table.
+        """
+        if not self.has_table(name):
+            return None
+        thread = threading.Thread(target=self._prefetch_quietly, args=(name,), name=f"prefetch-{name}", daemon=True)
+        thread.start()
+        return thread
+
+    def _prefetch_quietly(self, name: str) -> None:
+        try:
+            self._load(name, None)
+        except Exception:  # noqa: BLE001 - the reader that asks next reads it again and says what is wrong
+            pass
 
     def adopt_derived(self, values: Mapping[str, Any]) -> None:
         """Cache derived values computed elsewhere (a worker process) for this rank."""

@@ -110,7 +110,7 @@ def test_timings_on_stderr(cluster_run: Path, tmp_path: Path) -> None:
                    "--timings", "--no-plugins", "--jobs", "1")
     lines = proc.stderr.splitlines()
     assert lines[0].startswith("timings (s): wall ")
-    assert any(line.strip().startswith("op views (read kernels, group)") and "(8 rank(s), summed)" in line for line in lines)
+    assert any(line.strip().startswith("op views (kernels + trace read, group)") and "(8 rank(s), summed)" in line for line in lines)
     assert any(line.strip().startswith("rule AL001") for line in lines)
     assert "ranks analysed" not in proc.stderr  # not a terminal: no progress display
 
@@ -134,3 +134,31 @@ def test_progress_only_on_a_terminal_after_the_delay(monkeypatch) -> None:
     with RunProgress(Console(file=buf, force_terminal=True), enabled=False) as p:  # --quiet
         p("ranks", 1, 2)
     assert buf.getvalue() == ""
+
+
+def test_a_prefetched_table_is_read_once(cluster_run: Path, monkeypatch) -> None:
+    """The step events scanned on a second thread while the kernels are read: whoever asks meanwhile waits for them."""
+    import threading
+    import time
+
+    from advisor_core.loaders import registry
+    from advisor_core.model.run import load_run
+
+    calls: list[str] = []
+    real = registry.read_step_events
+    entered = threading.Event()
+
+    def slow(path, columns, sink):  # type: ignore[no-untyped-def]
+        calls.append(threading.current_thread().name)
+        entered.set()
+        time.sleep(0.3)  # long enough for the main thread to ask while the scan is running
+        return real(path, columns, sink)
+
+    monkeypatch.setattr(registry, "read_step_events", slow)
+    rank = load_run(cluster_run / "profile").rank(0)
+    scan = rank.prefetch("step_events")
+    assert scan is not None and entered.wait(5)
+    events = rank.table("step_events")
+    scan.join(5)
+    assert calls == ["prefetch-step_events"]
+    assert events is not None and "ProfilerStep#1" in set(events["name"])
