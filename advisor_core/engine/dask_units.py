@@ -5,7 +5,10 @@ becomes one Dask task per rank (:func:`rank_summary`); each worker reads its ran
 files from the shared path, and only the summary travels back: step breakdowns, the
 rules' rank evidence and tables, diagnostics — not the op view. A rule that asks for a
 rank's op view (one rank per pipeline stage for the built-in rules) gets it from one
-more task (:func:`rank_op_view`), so nothing is held on the workers between tasks.
+more task (:func:`rank_op_view`), sent to the worker that ran the rank's unit: each worker
+process keeps the op views (without timelines) of its last :data:`KEPT_OP_VIEWS` ranks, so
+a fetch is a transfer, not a second read of the kernel table (on another worker, or after
+the view was dropped, it is read again).
 Nothing but the project's own functions and plain data (the rank's :class:`RankSource`,
 rule codes and options) is sent; the address is checked before anything is started,
 and every artifact path is resolved (symbolic links followed) and must lie inside its
@@ -33,6 +36,7 @@ import os
 import socket
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -60,19 +64,58 @@ class ClusterStats:
     fetch_seconds: float = 0.0  # wall time the client waited for them
 
 
+KEPT_OP_VIEWS = 32  # per worker process; a view without its timeline is a few MB at 100 k kernel rows
+_KEPT: "OrderedDict[tuple[Any, ...], Any]" = OrderedDict()
+
+
 def rank_summary(job: RankJob) -> RankDigest:
     """A worker's task: the rank's unit, returned without its op view (what travels back to the client).
 
-    ``op_view`` comes back as ``True`` when the worker built one (the client fetches it
-    when a rule asks), ``None`` when the rank's kernels could not be read there.
+    ``op_view`` comes back as the address of the worker that keeps it (the client fetches it
+    from there when a rule asks; ``True`` outside a worker), ``None`` when the rank's kernels
+    could not be read there.
     """
     digest = run_rank_job(job)
-    return replace(digest, op_view=True if digest.op_view is not None else None)
+    if digest.op_view is None:
+        return digest
+    _keep(job, digest.op_view)
+    return replace(digest, op_view=_worker_address() or True)
 
 
 def rank_op_view(job: RankJob) -> Any:
     """A worker's task: the rank's op view (without its timeline), for a rule that asks for that rank."""
-    return build_op_view_of(job)
+    kept = _KEPT.get(_view_key(job))
+    return kept if kept is not None else build_op_view_of(job)
+
+
+def _view_key(job: RankJob) -> tuple[Any, ...]:
+    """The rank's directory, the export it is read from, and its files' (mtime, size): a file changed since is
+    read again."""
+    stamps = []
+    for kind, found in sorted((getattr(job.source, "artifacts", None) or {}).items()):
+        try:
+            st = Path(found.path).stat()
+            stamps.append((kind, st.st_mtime_ns, st.st_size))
+        except OSError:
+            stamps.append((kind, None, None))
+    return str(job.source.path), getattr(job.source, "source_mode", None), tuple(stamps)
+
+
+def _keep(job: RankJob, view: Any) -> None:
+    key = _view_key(job)
+    _KEPT[key] = view
+    _KEPT.move_to_end(key)
+    while len(_KEPT) > KEPT_OP_VIEWS:
+        _KEPT.popitem(last=False)
+
+
+def _worker_address() -> str | None:
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().address)
+    except (ImportError, ValueError):  # not on a Dask worker
+        return None
 
 
 def build_op_view_of(job: RankJob) -> Any:
@@ -256,7 +299,7 @@ class DaskUnits:
                 except Exception as exc:  # noqa: BLE001 - a lost rank is reported, not fatal
                     results[i] = _lost(ranks[i], f"its task failed on the cluster ({type(exc).__name__}: {exc})")
                     continue
-                d.op_view = _RemoteOpView(self, jobs[i], ranks[i]) if d.op_view else None
+                d.op_view = _RemoteOpView(self, jobs[i], ranks[i], d.op_view) if d.op_view else None
                 results[i] = _one_line_per_rank(ranks[i], d)
                 if progress:
                     progress(len(results), len(ranks))
@@ -294,9 +337,10 @@ class _RemoteOpView:
     :func:`~advisor_core.engine.rankwork.adopt_digests`), as does a worker lost meanwhile.
     """
 
-    def __init__(self, units: DaskUnits, job: RankJob, rank: Any) -> None:
+    def __init__(self, units: DaskUnits, job: RankJob, rank: Any, holder: Any = True) -> None:
         self._units = units
         self._job = job
+        self._holder = holder if isinstance(holder, str) else None  # the worker that keeps the view
         self._rank_id = rank.rank_id
         self._path = rank.path
         self.sink: DiagnosticSink | None = None
@@ -305,7 +349,8 @@ class _RemoteOpView:
         units = self._units
         started = time.perf_counter()
         try:
-            fut = units.client.submit(rank_op_view, self._job, pure=False, retries=1)
+            where = {"workers": [self._holder], "allow_other_workers": True} if self._holder else {}
+            fut = units.client.submit(rank_op_view, self._job, pure=False, retries=1, **where)
             try:
                 view = fut.result(timeout=units.task_timeout)
             finally:

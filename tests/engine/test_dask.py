@@ -325,14 +325,14 @@ def test_an_op_view_fetch_that_stalls_is_built_here(run16: Path, tmp_path: Path,
     mod = "advisor_core.engine.dask_units"
     try:
         (digest,) = units.run(ranks, [], HOST.spec)
-        _on_workers(client, _hold_first, mod, "build_op_view_of", str(lock))
+        _on_workers(client, _hold_first, mod, "rank_op_view", str(lock))
         units.task_timeout = 1
         digest.op_view.sink = sink = DiagnosticSink()
         view = digest.op_view.fetch()
     finally:
         units.close()
         lock.with_name("held.release").touch()
-        _on_workers(client, _restore, mod, "build_op_view_of")
+        _on_workers(client, _restore, mod, "rank_op_view")
     assert lock.exists()  # a worker held the fetch
     assert view is not None and view.timeline is None and len(view.ops) > 0  # built on the client instead
     assert [d.render() for d in sink] == [
@@ -348,7 +348,7 @@ def test_a_worker_killed_while_an_op_view_is_fetched(run16: Path, tmp_path: Path
     mod = "advisor_core.engine.dask_units"
     try:
         (digest,) = units.run(ranks, [], HOST.spec)
-        _on_workers(client, _hold_first, mod, "build_op_view_of", str(lock))
+        _on_workers(client, _hold_first, mod, "rank_op_view", str(lock))
         killer = _kill_when_held(lock, killed)
         digest.op_view.sink = sink = DiagnosticSink()
         view = digest.op_view.fetch()
@@ -356,7 +356,7 @@ def test_a_worker_killed_while_an_op_view_is_fetched(run16: Path, tmp_path: Path
     finally:
         units.close()
         _wait_for_two_workers(client)
-        _on_workers(client, _restore, mod, "build_op_view_of")
+        _on_workers(client, _restore, mod, "rank_op_view")
     assert len(killed) == 1 and view is not None and len(view.ops) > 0
     assert [d.render() for d in sink] == [
         f"warning: Dask worker(s) {killed[0]} left while op views were fetched; their tasks were recomputed elsewhere"]
@@ -413,3 +413,38 @@ def test_an_artifact_linked_from_outside_its_rank_is_not_sent(run16: Path, tmp_p
     lost = [d.render() for d in result.diagnostics if d.code == "rank-not-analysed"]
     assert lost == [f"error: rank 3 ({victim.path}): not analysed: {exc.value}"]
     assert _units(_computed_since(cluster, t0)) == [r for r in range(16) if r != 3]  # never submitted
+
+
+def _refuse_to_read(module: str, name: str) -> None:
+    """On a worker: ``module.name`` raises (the original is kept for :func:`_restore`)."""
+    import importlib
+
+    mod = importlib.import_module(module)
+    setattr(mod, f"_test_saved_{name}", getattr(mod, name))
+
+    def refuse(job):  # type: ignore[no-untyped-def]
+        raise RuntimeError("read the kernels again")
+
+    setattr(mod, name, refuse)
+
+
+def test_an_op_view_fetch_is_served_by_the_worker_that_kept_it(run16: Path, cluster: LocalCluster,
+                                                              client: Client) -> None:
+    """The fetch goes to the worker that ran the rank's unit, which sends the view it kept: no second read."""
+    ranks = list(Session([run16], SessionOptions(jobs=1), host=HOST).run)[:2]
+    units = DaskUnits(cluster.scheduler_address, timeout=10, task_timeout=WAIT_S)
+    mod = "advisor_core.engine.dask_units"
+    try:
+        digests = units.run(ranks, [], HOST.spec)
+        _on_workers(client, _refuse_to_read, mod, "build_op_view_of")
+        views, sinks = [], []
+        for d in digests:
+            d.op_view.sink = sink = DiagnosticSink()
+            views.append(d.op_view.fetch())
+            sinks.append(list(sink))
+    finally:
+        units.close()
+        _on_workers(client, _restore, mod, "build_op_view_of")
+    assert all(v is not None and len(v.ops) > 0 and v.timeline is None for v in views)
+    assert sinks == [[], []]  # fetched from the cluster, not built here after a failure
+    assert units.stats.fetches == 2
