@@ -139,9 +139,13 @@ def main() -> None:
     ap.add_argument("--sizes", help="comma-separated single-rank row counts (default 200000,1000000,4000000)")
     ap.add_argument("--skip-cluster", action="store_true")
     args = ap.parse_args()
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + str(ROOT / "rules"))
+    # as installed: compiled bytecode (pip writes it; PYTHONDONTWRITEBYTECODE, set on some machines, would
+    # compile every module of the checkout on each start), in a private cache that leaves the checkout alone
+    installed = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    installed["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="bench_analyze_pycache_")
+    env = dict(installed, PYTHONPATH=str(ROOT) + os.pathsep + str(ROOT / "rules"))
     code = args.code.resolve() if args.code else ROOT
-    code_env = dict(os.environ, PYTHONPATH=str(code) + os.pathsep + str(code / "rules"))
+    code_env = dict(installed, PYTHONPATH=str(code) + os.pathsep + str(code / "rules"))
     base = args.keep or Path(tempfile.mkdtemp(prefix="bench_analyze_"))
     base.mkdir(parents=True, exist_ok=True)
     sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else (
