@@ -96,12 +96,12 @@ def digest_rank(rank: Any, rules: Sequence[tuple[str, Any]]) -> RankDigest:
     with rank.diagnostics_to(sink):
         t = time.perf_counter()
         try:
-            # a second analysis of the same run finds the op view kept without its timeline: rules'
-            # rank evidence reads kernel order, so rebuild it rather than give them less than the first time
-            # the step events come from a scan of trace_view.json that holds the interpreter while Arrow reads
-            # the kernels on every core without it: overlap them when Arrow has cores to spare
+            # The step events come from a scan of trace_view.json that holds the interpreter while Arrow
+            # reads the kernels on every core without it: overlap the two when Arrow has cores to spare.
             scan = rank.prefetch("step_events") if _arrow_cores() > 1 else None
             try:
+                # A second analysis of the same run finds the op view kept without its timeline; the rules'
+                # rank evidence reads kernel order, so it is rebuilt rather than given less than the first time.
                 rank.ensure_timeline()
                 view = rank.op_view()
             finally:

@@ -49,8 +49,8 @@ class Rank:
         self._derived: dict[str, Any] = {}
         self._routes: dict[str, tuple[TableLoader, Path, str] | None] = {}
         self._db_said: set[tuple[str, str | None]] = set()
-        # a derived value may be computed on a second thread while the kernels are read (see ``cached``)
-        self._derived_locks: dict[str, threading.RLock] = {}
+        # a table or derived value may be read on a second thread while the kernels are (``prefetch``)
+        self._locks: dict[str, threading.RLock] = {}
         self._locks_guard = threading.Lock()
 
     # -- metadata ---------------------------------------------------------------
@@ -287,7 +287,7 @@ class Rank:
 
     def _lock_for(self, key: str) -> threading.RLock:
         with self._locks_guard:
-            return self._derived_locks.setdefault(key, threading.RLock())
+            return self._locks.setdefault(key, threading.RLock())
 
     def prefetch(self, name: str) -> threading.Thread | None:
         """Start reading table ``name`` (its default columns) on a second thread; join the thread returned.
