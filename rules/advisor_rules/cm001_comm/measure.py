@@ -11,7 +11,6 @@ without a parallel IR nothing is measured.
 
 from __future__ import annotations
 
-from typing import Any
 
 from advisor_core.engine import Finding, Measure, RuleContext
 from advisor_rules._common import one_f_one_b_step_saving, stage_busy_and_micro, stage_representatives

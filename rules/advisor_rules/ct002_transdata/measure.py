@@ -10,7 +10,7 @@ estimate is (1F1B). A group the run no longer has measures 0.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from advisor_core.engine import Finding, Measure, RuleContext
 from advisor_core.opview.names import kernel_scope

@@ -128,7 +128,6 @@ def _queues_after(op_id: int, usage: dict[int, float | None], parent: dict[int, 
 
 
 def _transfer(rank: Any, wait: Wait, pipe: Any = None) -> Bottleneck:
-    import pandas as pd
 
     if pipe is None:
         pipe = pipeline_frame(rank)

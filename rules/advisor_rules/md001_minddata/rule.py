@@ -7,7 +7,7 @@ from typing import Any, Iterable
 from pydantic import Field
 
 from advisor_core.engine import Finding, Measure, Need, Requirements, Rule, RuleContext, RuleOptions, Severity
-from advisor_rules.md001_minddata.bottleneck import Bottleneck, find_bottleneck
+from advisor_rules.md001_minddata.bottleneck import find_bottleneck
 from advisor_rules.md001_minddata.config_only import config_only
 from advisor_rules.md001_minddata.finding import finding
 from advisor_rules.md001_minddata.wait import Wait, data_wait
