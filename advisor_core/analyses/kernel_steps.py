@@ -36,16 +36,21 @@ BALANCE = 0.25  # steps may differ in kernel count by this share of the mean (on
 COVERAGE = 0.9  # share of the compute kernels whose names repeat: below it the profile is not a loop of steps
 
 
-def kernel_step_windows(rank: Any) -> pd.DataFrame | None:
+def kernel_step_windows(rank: Any, kernels: pa.Table | None = None) -> pd.DataFrame | None:
     """``step``, ``start_ns``, ``end_ns`` from the kernel table (see the module docstring); ``None`` when it cannot tell.
 
-    The frame's ``attrs["source"]`` says which evidence cut it.
+    ``kernels``: the rank's kernel table as already read (the op view's); used when it has every
+    column needed, so the file is not read (or the DB queried) a second time. The frame's
+    ``attrs["source"]`` says which evidence cut it.
     """
     if not rank.usable("kernels", ("start_ns",)):
         return None
     have = set(rank.columns("kernels") or [])
     cols = [c for c in ("name", "start_ns", "duration_us", "accelerator_core", "step_id") if c in have]
-    k = rank.arrow_table("kernels", cols)
+    if kernels is not None and set(cols) <= set(kernels.column_names):
+        k = kernels.select(cols)
+    else:
+        k = rank.arrow_table("kernels", cols)
     if k is None or k.num_rows == 0:
         return None
     keep = k.column("start_ns").is_valid()

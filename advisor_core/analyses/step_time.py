@@ -62,21 +62,22 @@ _OVERLAP_THREADS = {
 }
 
 
-def step_windows(rank: Rank) -> pd.DataFrame | None:
+def step_windows(rank: Rank, kernels: pa.Table | None = None) -> pd.DataFrame | None:
     """Step windows ``step``, ``start_ns``, ``end_ns`` (computed once per rank); ``None`` when nothing tells the steps apart.
 
     ``ProfilerStep#<n>`` events from the trace; without them (MindSpore writes none) the kernel
-    table's ``Step ID`` or its repeated kernel sequence (:mod:`.kernel_steps`). ``attrs["source"]``
+    table's ``Step ID`` or its repeated kernel sequence (:mod:`.kernel_steps`), cut from ``kernels``
+    when the caller has the kernel table at hand (the op view's build), else read. ``attrs["source"]``
     says which.
     """
-    return rank.cached("step_windows", lambda: _step_windows(rank))
+    return rank.cached("step_windows", lambda: _step_windows(rank, kernels))
 
 
-def _step_windows(rank: Rank) -> pd.DataFrame | None:
+def _step_windows(rank: Rank, kernels: pa.Table | None) -> pd.DataFrame | None:
     from advisor_core.analyses.kernel_steps import kernel_step_windows
 
     w = _profiler_step_windows(rank)
-    return w if w is not None else kernel_step_windows(rank)
+    return w if w is not None else kernel_step_windows(rank, kernels)
 
 
 def _profiler_step_windows(rank: Rank) -> pd.DataFrame | None:

@@ -64,7 +64,7 @@ def build_op_view(rank: Any) -> OpView | None:
     if "step_id" not in have or table.column("step_id").null_count == table.num_rows:  # a DB export's is empty
         from advisor_core.analyses.step_time import step_windows
 
-        windows = step_windows(rank)
+        windows = step_windows(rank, kernels=table)  # cut from this table, not a second read of the kernels
     src = rank.table_source("kernels")
     return op_view_from_table(table, windows=windows, source=str(src[0]) if src else "kernels")
 
