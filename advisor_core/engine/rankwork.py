@@ -8,10 +8,10 @@ the kernel timeline, which stays where it was built. What comes back is a
 rule's evidence, and the diagnostics and failures of that rank. The client adopts
 the digests in rank order, so the report is the same whatever ran the units.
 
-:func:`run_rank_units` runs them in this process (``workers <= 1``) or in a process
-pool (``concurrent.futures`` with the ``forkserver`` start method: workers fork from
-a server that has imported pandas and pyarrow once, and no thread pool of this
-process is inherited). A worker rebuilds the plugin host from the same options and
+:func:`run_rank_units` runs them in this process (``workers <= 1``) or in this process
+and a process pool together (``concurrent.futures`` with the ``forkserver`` start
+method: workers fork from a server that has imported pandas and pyarrow once, and no
+thread pool of this process is inherited). A worker rebuilds the plugin host from the same options and
 reads its rank's files itself; only the rank's :class:`RankSource` and the rule codes
 and options travel to it.
 """
@@ -262,8 +262,10 @@ def run_rank_units(
     """The unit for every rank, in rank order.
 
     ``workers`` is the number of cores the units may use: ``1`` runs them here on one
-    core (Arrow's reader included), ``N ≥ 2`` in a pool of N single-threaded worker
-    processes. ``None`` picks every core: a pool when the run is large enough to gain
+    core (Arrow's reader included), ``N ≥ 2`` on N single-threaded lanes: this process
+    and a pool of N − 1 worker processes, the pool taking the largest ranks first and
+    this process the smallest (it starts at once, while a worker is still starting up;
+    a rank a worker has not begun is taken back). ``None`` picks every core: a pool when the run is large enough to gain
     from it (:data:`AUTO_PARALLEL_MIN_BYTES` of kernel tables), else this process with
     Arrow's threads. ``plugins=None`` (a host built by hand, as tests do) keeps the work
     in this process, since a worker could not rebuild it. ``cluster`` (a
@@ -291,14 +293,27 @@ def run_rank_units(
     order = sorted(range(n), key=lambda i: -kernel_bytes([ranks[i]]))
     results: dict[int, RankDigest] = {}
     done = 0
+
+    def finished(i: int, digest: RankDigest) -> None:
+        nonlocal done
+        results[i] = digest
+        done += 1
+        if progress:
+            progress(done, n)
+
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_init_worker) as pool:
-            futures: dict[Future[RankDigest], int] = {pool.submit(run_rank_job, jobs[i]): i for i in order}
+        # This process is one of the ``workers``: it is warm (imports, plugins) while a worker still starts,
+        # and would otherwise sit idle. It takes the smallest ranks, from the far end of the queue.
+        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=_context(), initializer=_init_worker) as pool:
+            queued = [(pool.submit(run_rank_job, jobs[i]), i) for i in order]
+            with _arrow_threads(1):
+                for fut, i in reversed(queued):
+                    if not fut.cancel():  # a worker has it (or has it queued): the rest are theirs
+                        break
+                    finished(i, digest_rank(ranks[i], [(c, inst) for c, inst, _ in rules]))
+            futures = {fut: i for fut, i in queued if not fut.cancelled()}
             for fut in _as_completed(futures):
-                results[futures[fut]] = fut.result()
-                done += 1
-                if progress:
-                    progress(done, n)
+                finished(futures[fut], fut.result())
     except (BrokenProcessPool, OSError) as exc:
         # A worker died (killed, out of memory) or could not start (no __main__ to re-import in a
         # REPL): the ranks it did not finish are analysed here, and the report says so.
@@ -306,11 +321,7 @@ def run_rank_units(
         note = (f"worker processes stopped ({type(exc).__name__}: {exc or 'a worker died'}); "
                 f"{len(missing)} of {n} rank(s) analysed in this process instead")
         for i in missing:
-            d = digest_rank(ranks[i], [(c, inst) for c, inst, _ in rules])
-            results[i] = d
-            done += 1
-            if progress:
-                progress(done, n)
+            finished(i, digest_rank(ranks[i], [(c, inst) for c, inst, _ in rules]))
         if missing:
             results[missing[0]].diagnostics.insert(0, Diagnostic(severity="warning", code="workers-failed",
                                                                   message=note))
