@@ -57,15 +57,18 @@ def describe_name(name: str) -> NameParts:
         if "-op" in segs[i] and _OP_SEG_FULL.fullmatch(segs[i]):
             cut = i + 1
             break
-    scope = "/".join(segs[:cut]) if cut is not None else None
     ssegs = segs[:cut] if cut is not None else segs
+    scope = "/".join(ssegs) if cut is not None else None
     where = scope if scope is not None else name
     m = _OP_SEG.match(ssegs[-1]) if scope is not None else None
     inner = [x.removeprefix("recompute_") for x in ssegs if x != "Gradients"][:-1]
-    grads = [x for x in inner if x.lower().startswith("grad")]
-    cell = "/".join(x for x in inner if not x.lower().startswith("grad"))
+    grads: list[str] = []
+    kept: list[str] = []
+    for x in inner:  # a name has a dozen segments; one pass, lower-casing only what could start with "grad"
+        (grads if x[:1] in "gG" and x.lower().startswith("grad") else kept).append(x)
+    cell = "/".join(kept)
     fwd = ssegs[1:] if ssegs[0] == "Gradients" and len(ssegs) > 1 else ssegs
-    forward = "/".join(x for x in fwd[:-1] if not x.startswith("Grad_"))
+    forward = "/".join([x for x in fwd[:-1] if not x.startswith("Grad_")])
     layer = None
     for seg in ssegs:
         lm = _LAYER_SEG.match(seg) if seg[:1].isdigit() else None
