@@ -67,11 +67,19 @@ def unaligned_matmul_cells(ops: pd.DataFrame) -> set[str]:
     The TransData launched in those cells pad for the MatMul: an alignment cost (AL001's),
     not a layout problem.
     """
-    out = set()
-    for r in ops[ops["type"].astype(str).str.contains("MatMul")].itertuples():  # distinct ops
-        if any(d > 0 and d % 16 for shape in r.in_shapes for d in shape[-2:]):
-            out.add(r.forward_cell)
-    return out
+    mm = ops["type"].astype(str).str.contains("MatMul").to_numpy(bool)
+    # distinct ops, and of those only the two columns read (a namedtuple per op of the whole view costs more)
+    return {cell for shapes, cell in zip(ops["in_shapes"].to_numpy()[mm], ops["forward_cell"].to_numpy()[mm])
+            if _has_unaligned_dim(shapes)}
+
+
+def _has_unaligned_dim(shapes: tuple[tuple[int, ...], ...]) -> bool:
+    return any(d > 0 and d % 16 for shape in shapes for d in shape[-2:])
+
+
+# the view's columns a conversion's figures read (taking only these keeps the row selections cheap)
+_CONVERSION_COLUMNS = ("name", "type", "forward_cell", "layer", "count", "total_us", "per_step_us",
+                       "in_dtypes", "out_dtypes", "in_formats", "out_formats")
 
 
 def conversion_time(rank: Any, kind: str) -> ConversionTime | None:
@@ -79,14 +87,13 @@ def conversion_time(rank: Any, kind: str) -> ConversionTime | None:
 
     TransData in the cells of unaligned MatMuls are left out (AL001 explains them).
     """
+    return conversion_evidence(rank)[kind]
+
+
+def _conversion_time(rank: Any, view: Any, ops: pd.DataFrame, kind: str) -> ConversionTime:
+    """:func:`conversion_time` on ``ops``, the view's compute ops without the padding TransData."""
     import pandas as pd
 
-    view = rank.op_view()
-    if view is None or view.ops.empty:
-        return None
-    ops = view.compute
-    padding = unaligned_matmul_cells(view.ops)
-    ops = ops[~(ops["type"].isin(TRANSDATA_TYPES) & ops["forward_cell"].isin(padding))]
     types = CAST_TYPES if kind == "Cast" else TRANSDATA_TYPES
     mine = ops[ops["type"].isin(types)]
     both = ops[ops["type"].isin(CAST_TYPES + TRANSDATA_TYPES)]
@@ -98,17 +105,24 @@ def conversion_time(rank: Any, kind: str) -> ConversionTime | None:
                          device, float(both["total_us"].sum()) / steps)
     if mine.empty:
         return out
+    per_step = mine["per_step_us"].tolist()
+    # distinct ops; the layer-folded place is worked out once per distinct cell
+    where_of: dict[str, str] = {}
     cells: dict[str, tuple[float, set[int]]] = {}
-    for r in mine.itertuples():  # distinct ops
-        where = _LAYER_ITEM.sub(r"/N-\1", r.forward_cell or r.name)
+    for cell, name, layer, t_op in zip(mine["forward_cell"].tolist(), mine["name"].tolist(),
+                                        mine["layer"].tolist(), per_step):
+        text = cell or name
+        where = where_of.get(text)
+        if where is None:
+            where = where_of[text] = _LAYER_ITEM.sub(r"/N-\1", text)
         t, layers = cells.get(where, (0.0, set()))
-        cells[where] = (t + r.per_step_us, layers | ({int(r.layer)} if pd.notna(r.layer) else set()))
+        cells[where] = (t + t_op, layers | ({int(layer)} if pd.notna(layer) else set()))
     out.places = sorted(((c, t, sorted(ls)) for c, (t, ls) in cells.items()), key=lambda x: -x[1])
     pairs: dict[str, float] = {}
-    for r in mine.itertuples():
-        a, b = (r.in_dtypes, r.out_dtypes) if kind == "Cast" else (r.in_formats, r.out_formats)
+    ins, outs = ("in_dtypes", "out_dtypes") if kind == "Cast" else ("in_formats", "out_formats")
+    for a, b, t_op in zip(mine[ins].tolist(), mine[outs].tolist(), per_step):
         key = f"{a[0] if a else '?'}→{b[0] if b else '?'}"
-        pairs[key] = pairs.get(key, 0.0) + r.per_step_us
+        pairs[key] = pairs.get(key, 0.0) + t_op
     out.pairs = sorted(pairs.items(), key=lambda kv: -kv[1])
     out.example = str(mine.sort_values("total_us", ascending=False)["name"].iloc[0])
     return out
@@ -139,8 +153,23 @@ IR_ADVICE = {
 
 
 def conversion_evidence(rank: Any) -> dict[str, ConversionTime | None]:
-    """Cast and TransData time of one rank: what a rule's ``rank_evidence`` returns for the triage."""
-    return {kind: conversion_time(rank, kind) for kind in ("Cast", "TransData")}
+    """Cast and TransData time of one rank: what a rule's ``rank_evidence`` returns for the triage.
+
+    Computed once per rank (CT001 and CT002 both ask for it); treat it as read-only.
+    """
+    return rank.cached("conversion_evidence", lambda: _conversion_evidence(rank))
+
+
+def _conversion_evidence(rank: Any) -> dict[str, ConversionTime | None]:
+    view = rank.op_view()
+    if view is None or view.ops.empty:
+        return {"Cast": None, "TransData": None}
+    all_ops = view.ops
+    padding = unaligned_matmul_cells(all_ops)
+    keep = ~all_ops["is_comm"].to_numpy(bool) & ~(all_ops["type"].isin(TRANSDATA_TYPES)
+                                                  & all_ops["forward_cell"].isin(padding)).to_numpy(bool)
+    ops = all_ops.loc[keep, [c for c in _CONVERSION_COLUMNS if c in all_ops.columns]]
+    return {kind: _conversion_time(rank, view, ops, kind) for kind in ("Cast", "TransData")}
 
 
 def triage_finding(rule: Any, ctx: Any, kind: str, min_share_pct: float, key: str | None = None) -> Any:
