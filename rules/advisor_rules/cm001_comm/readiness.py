@@ -8,6 +8,7 @@ compute stream's end in each step (see :func:`readiness`).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from advisor_core.engine import RuleContext
@@ -20,6 +21,7 @@ NAMED_SHARE = 0.8  # parameters with gradient kernels of their own, for those ke
 INVERSIONS = 0.2  # parameter pairs allowed to come out in parameter order (not reversed) by backward names
 
 
+@lru_cache(maxsize=1 << 16)  # one call per distinct scope: every rank of a job launches the same ones
 def cell_path(scope: str) -> tuple[str, ...]:
     """Every cell attribute on a kernel's scope, outermost first, whatever the model.
 
@@ -29,13 +31,25 @@ def cell_path(scope: str) -> tuple[str, ...]:
     """
     out = []
     for seg in scope.split("/"):
-        seg = seg.removeprefix("recompute_")
-        if _OP_SEG.match(seg):
+        attr = _segment_attr(seg)
+        if attr is _OP:
             break
-        m = _CELL_SEG.match(seg)
-        if m:
-            out.append(m.group("attr"))
+        if attr is not None:
+            out.append(attr)
     return tuple(out)
+
+
+_OP = object()  # a scope segment naming the op: the cells end before it
+
+
+@lru_cache(maxsize=1 << 14)  # the scopes of a model repeat a few hundred distinct segments
+def _segment_attr(seg: str) -> Any:
+    """A scope segment's cell attribute, ``_OP`` for the op's own segment, ``None`` for anything else."""
+    seg = seg.removeprefix("recompute_")
+    if _OP_SEG.match(seg):
+        return _OP
+    m = _CELL_SEG.match(seg)
+    return m.group("attr") if m else None
 
 
 def gradient_kernels(ir: Any, trained: set[str]) -> dict[str, str]:

@@ -112,6 +112,8 @@ def tail_of(rank: Any, view: Any) -> dict[str, Any] | None:
     if not steps:
         return None
     first = names.iat[int(tl.op[np.flatnonzero(gmask)[0]])]
+    scopes = ops["scope"].where(ops["scope"].notna(), ops["name"]).astype(str).tolist()
+    paths = [cell_path(sc) for sc in scopes]  # per distinct op, for the backward ends and the forward order
     counts = [len(b) for b in per_step]
     buckets = max(set(counts), key=counts.count)
     same = [b for b in per_step if len(b) == buckets]
@@ -121,55 +123,57 @@ def tail_of(rank: Any, view: Any) -> dict[str, Any] | None:
             "wait_us": float(wait_total / steps), "step_us": mean_step_time_us(rank),
             "slack_us": receive_slack(view, bwd_ends, waits),
             "ar_name": kernel_scope(first) or first, "windows": bwd_ends,
-            "bwd_last": _backward_ends(view, bwd, bwd_ends), "bwd_ops": _backward_op_ends(view, bwd, bwd_ends),
+            "bwd_last": _backward_ends(view, bwd, bwd_ends, paths),
+            "bwd_ops": _backward_op_ends(view, bwd, bwd_ends, scopes),
             "fwd_ends": fwd_ends,
-            "fwd_order": _forward_order(view, bwd_op | is_comm_op)}
+            "fwd_order": _forward_order(view, bwd_op | is_comm_op, paths)}
 
 
-def _backward_op_ends(view: Any, bwd: np.ndarray, windows: list[tuple[int, int, int, int]]) -> dict[str, dict[int, int]]:
-    """Last end (ns) of each backward op (by its IR full name), per step window."""
+def _backward_op_ends(view: Any, bwd: np.ndarray, windows: list[tuple[int, int, int, int]],
+                      scopes: list[str]) -> dict[str, dict[int, int]]:
+    """Last end (ns) of each backward op (by its IR full name, ``scopes`` per op), per step window."""
     import numpy as np
     import pandas as pd
 
-    tl, ops = view.timeline, view.ops
+    tl = view.timeline
     idx = np.flatnonzero(bwd)
     starts = np.array([w[0] for w in windows], dtype="int64")
     win = np.searchsorted(starts, tl.start_ns[idx], side="right") - 1
-    scopes = ops["scope"].where(ops["scope"].notna(), ops["name"]).astype(str).to_numpy()
     df = pd.DataFrame({"op": tl.op[idx], "win": win, "end": tl.end_ns[idx]})
     last = df[df["win"] >= 0].groupby(["op", "win"])["end"].max()
     out: dict[str, dict[int, int]] = {}
-    for (op, w), e in last.items():
-        d = out.setdefault(str(scopes[int(op)]), {})
-        d[int(w)] = max(d.get(int(w), 0), int(e))
+    # distinct (op, step) pairs, read as plain ints (a Series walk makes numpy scalars one by one)
+    for op, w, e in zip(last.index.get_level_values(0).tolist(), last.index.get_level_values(1).tolist(),
+                        last.tolist()):
+        d = out.setdefault(scopes[op], {})
+        d[w] = max(d.get(w, 0), e)
     return out
 
 
-def _forward_order(view: Any, not_forward: np.ndarray) -> list[tuple[tuple[str, ...], float]]:
-    """Forward compute time per cell (:func:`cell_path`), in the order the cells first run (µs over the profile)."""
-    ops = view.ops
-    keep = ~not_forward
-    scopes = ops["scope"].where(ops["scope"].notna(), ops["name"]).astype(str)[keep]
-    totals = ops["total_us"].to_numpy()[keep]
+def _forward_order(view: Any, not_forward: np.ndarray,
+                   paths: list[tuple[str, ...]]) -> list[tuple[tuple[str, ...], float]]:
+    """Forward compute time per cell (``paths``: :func:`cell_path` per op), in the order the cells first run
+    (µs over the profile)."""
+    totals = view.ops["total_us"].tolist()
     order: dict[tuple[str, ...], float] = {}
-    for sc, us in zip(scopes, totals):  # distinct ops, in the order they first ran
-        path = cell_path(sc)
-        order[path] = order.get(path, 0.0) + float(us)
+    for path, us, forward in zip(paths, totals, (~not_forward).tolist()):  # distinct ops, in the order they first ran
+        if forward:
+            order[path] = order.get(path, 0.0) + us
     return list(order.items())
 
 
-def _backward_ends(view: Any, bwd: np.ndarray, windows: list[tuple[int, int, int, int]]) -> dict[tuple[str, ...], dict[int, int]]:
-    """Last end (ns) of the backward kernels of each cell (:func:`cell_path`), per step window."""
+def _backward_ends(view: Any, bwd: np.ndarray, windows: list[tuple[int, int, int, int]],
+                   paths: list[tuple[str, ...]]) -> dict[tuple[str, ...], dict[int, int]]:
+    """Last end (ns) of the backward kernels of each cell (``paths``: :func:`cell_path` per op), per step window."""
     import numpy as np
     import pandas as pd
 
-    tl, ops = view.timeline, view.ops
+    tl = view.timeline
     idx = np.flatnonzero(bwd)
     starts = np.array([w[0] for w in windows], dtype="int64")
     win = np.searchsorted(starts, tl.start_ns[idx], side="right") - 1
     op = tl.op[idx]
-    scopes = ops["scope"].where(ops["scope"].notna(), ops["name"]).astype(str)
-    path_code, path_names = pd.factorize(pd.Series([cell_path(sc) for sc in scopes]))
+    path_code, path_names = pd.factorize(pd.Series(paths))
     df = pd.DataFrame({"path": path_code[op], "win": win, "end": tl.end_ns[idx]})
     df = df[df["win"] >= 0]
     last = df.groupby(["path", "win"])["end"].max()
