@@ -5,9 +5,12 @@ kernel table has rows, hundreds of MB on a large run — but the step breakdown 
 only the ``ProfilerStep#<n>`` windows and the ``Overlap Analysis`` intervals
 (``Computing``, ``Communication``, ``Communication(Not Overlapped)``, ``Free``), plus
 the ``process_name``/``thread_name`` metadata that says which process an event
-belongs to. This reader scans the file in fixed-size chunks (memory stays bounded)
-for ``"name": "<one of those>"`` with one regular expression and decodes only the
-event around each hit, so its cost is one pass over the bytes.
+belongs to. This reader memory-maps the file (nothing is copied into Python; the
+pages are the OS's file cache) and finds ``"name": "<one of those>"`` with Arrow's
+RE2 kernel, which runs without the GIL: ``advisor analyze`` runs this scan on a second
+thread while Arrow reads the kernel table on every core, and a scan holding the GIL
+would stall that read. Only the event around each hit (~100 in a 1 M-row trace) is
+decoded in Python, so the cost is one GIL-free pass over the bytes.
 
 Columns: ``ph``, ``name``, ``pid``, ``tid``, ``ts_ns`` (Int64, exact), ``dur_us``,
 ``process_name``, ``thread_name`` — the same meaning as the ``trace_events`` table.
@@ -16,11 +19,15 @@ Columns: ``ph``, ``name``, ``pid``, ``tid``, ``ts_ns`` (Int64, exact), ``dur_us`
 from __future__ import annotations
 
 import json
+import mmap
 import re
+import struct
 from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from advisor_core.diagnostics import DiagnosticSink
 from advisor_core.loaders.trace import _dur, _ts
@@ -28,12 +35,16 @@ from advisor_core.textio import probe_file
 
 STEP_EVENT_COLUMNS = ("ph", "name", "pid", "tid", "ts_ns", "dur_us", "process_name", "thread_name")
 OVERLAP_NAMES = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")
-_WANTED = re.compile(
-    rb'"name"\s*:\s*"(ProfilerStep#\d+|Computing|Communication|Communication\(Not Overlapped\)|Free'
-    rb'|process_name|thread_name)"'
+# One pattern for both engines: RE2 (in Arrow) finds where the next hit starts, Python's
+# ``re`` re-matches it there for the name and the end. ``\s``/``\d`` are spelled out
+# because the two engines' classes differ (RE2's ``\s`` lacks ``\v``).
+_WS = r"[ \t\n\r\f\v]*"
+_WANTED_PATTERN = (
+    rf'"name"{_WS}:{_WS}"(ProfilerStep#[0-9]+|Computing|Communication|Communication\(Not Overlapped\)|Free'
+    r'|process_name|thread_name)"'
 )
-_CHUNK = 16 << 20
-_OVERLAP = 64 << 10  # context kept between chunks: an event's start is never further back than half of it
+_WANTED = re.compile(_WANTED_PATTERN.encode("ascii"))
+_FIND_WANTED = pc.MatchSubstringOptions(_WANTED_PATTERN)
 _EVENT_WINDOWS = (1 << 10, 64 << 10)  # bytes decoded from an event's opening brace: small first, then more
 _ROW_PHASES = {"X", "B", "E", "i", "I"}
 
@@ -46,29 +57,16 @@ def read_step_events(path: Path, columns: Sequence[str] | None, sink: Diagnostic
     events: list[dict[str, Any]] = []
     undecodable = 0
     try:
-        with open(path, "rb") as fh:
-            buf = b""
-            first = True
-            while True:
-                data = fh.read(_CHUNK)
-                at_end = len(data) < _CHUNK
-                buf = buf + data if buf else data
-                lo = 0 if first else _OVERLAP // 2
-                hi = len(buf) if at_end else len(buf) - _OVERLAP // 2
-                for m in _WANTED.finditer(buf, lo):  # a hit may end past ``hi``: only its start must be before
-                    if m.start() >= hi:
-                        break
-                    ev = _enclosing_event(buf, m.start(), m.group(1).decode("ascii"), decoder)
-                    if ev is None:
-                        undecodable += 1
-                    elif ev:
-                        events.append(ev)
-                if at_end:
-                    break
-                buf = buf[-_OVERLAP:]
-                first = False
-    except OSError as exc:
-        sink.error("unreadable", f"{path.name} cannot be read: {exc.strerror or exc}", path)
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            for start, name in _hits(view):
+                ev = _enclosing_event(view, start, name, decoder)
+                if ev is None:
+                    undecodable += 1
+                elif ev:
+                    events.append(ev)
+    except (OSError, ValueError) as exc:  # ValueError: mmap of a file emptied since the probe
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        sink.error("unreadable", f"{path.name} cannot be read: {reason}", path)
         return None
     if undecodable:
         sink.warning("bad-structure", f"{undecodable} step/overlap event(s) in {path.name} could not be decoded; "
@@ -76,7 +74,36 @@ def read_step_events(path: Path, columns: Sequence[str] | None, sink: Diagnostic
     return _frame(events, columns)
 
 
-def _enclosing_event(buf: bytes, pos: int, name: str, decoder: json.JSONDecoder) -> dict[str, Any] | None:
+def _hits(view: mmap.mmap) -> list[tuple[int, str]]:
+    """Start and name of each match of ``_WANTED`` in ``view``, as ``_WANTED.finditer(view)`` finds them.
+
+    Arrow's RE2 kernel finds where the next match starts (GIL released; one pass over
+    the bytes in all, each search beginning where the previous match ended); Python's
+    ``re`` then matches only there, for the name and the end. Both engines run the same
+    pattern, so the leftmost start they find is the same.
+    """
+    hits: list[tuple[int, str]] = []
+    data = rest = pa.py_buffer(view)  # zero-copy: Arrow reads the mapped pages
+    size, pos = len(view), 0
+    try:
+        while pos < size:
+            offsets = pa.py_buffer(struct.pack("<qq", pos, size))  # one large_binary value: view[pos:]
+            rest = pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, data])
+            found = pc.find_substring_regex(rest, options=_FIND_WANTED)[0].as_py()
+            if found < 0:
+                break
+            m = _WANTED.match(view, pos + found)
+            if m is None:  # cannot happen with one pattern in both engines; never loop forever on it
+                pos += found + 1
+                continue
+            hits.append((m.start(), m.group(1).decode("ascii")))
+            pos = m.end()
+    finally:
+        del data, rest  # Arrow's hold on the mapping, even from a traceback: the mmap cannot close while it lasts
+    return hits
+
+
+def _enclosing_event(buf: bytes | mmap.mmap, pos: int, name: str, decoder: json.JSONDecoder) -> dict[str, Any] | None:
     """The trace event whose ``name`` is at ``pos``.
 
     ``{}`` when the hit is the name inside another event's ``args`` (a ``thread_name``
