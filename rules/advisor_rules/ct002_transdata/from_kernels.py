@@ -129,19 +129,24 @@ def sandwiches(view: Any, first_pos: np.ndarray, unaligned: set[str]) -> dict[st
     np.add.at(mark, i + 1, -1)
     in_run = np.flatnonzero(np.cumsum(mark)[:n] > 0)
     owner = inverse[np.minimum(np.searchsorted(i, in_run), len(i) - 1)]  # the candidate whose run holds the position
-    run_ops = pd.DataFrame({"t": owner, "op": seq[in_run], "pos": in_run}).groupby(["t", "op"], sort=False)["pos"].min()
+    # per triple, the ops of its run walked back from the candidate (each op at its last position … first)
+    run = pd.DataFrame({"t": owner, "op": seq[in_run], "pos": in_run}).groupby(["t", "op"], sort=False)["pos"].min()
+    run_t = run.index.get_level_values(0).to_numpy()
+    by_t_pos = np.lexsort((-run.to_numpy(), run_t))
+    run_t, run_op = run_t[by_t_pos], run.index.get_level_values(1).to_numpy()[by_t_pos]
+    bounds = np.searchsorted(run_t, np.arange(len(uniq) + 1))
 
     groups: dict[str, Group] = {}
     grads: dict[str, Group] = {}
     names = ops["name"].to_numpy()
+    scopes, types = ops["scope"].to_numpy(), ops["type"].to_numpy()
     for t in np.argsort(first_occ, kind="stable"):
         a, x, b = (int(v) for v in uniq[t])
-        scope = ops.at[x, "scope"] or names[x]
-        xtype = str(ops.at[x, "type"])
+        scope = scopes[x] or names[x]
+        xtype = str(types[x])
         key = ".".join(cell_path_in_layer(scope)) or xtype
         g = groups.setdefault(f"sandwich|{key}|{xtype}", Group("sandwich", key, f"{xtype} ({key})"))
-        run = run_ops.loc[t].sort_values(ascending=False)  # walked back from the candidate
-        for op in run.index:
+        for op in run_op[bounds[t]:bounds[t + 1]].tolist():
             if names[op] not in g.kernel_names:
                 g.kernel_names.append(str(names[op]))
         if names[b] not in g.kernel_names:
@@ -154,18 +159,42 @@ def sandwiches(view: Any, first_pos: np.ndarray, unaligned: set[str]) -> dict[st
     for t in np.argsort(last_occ, kind="stable"):  # the formats of the group's last sandwich in kernel order
         a, _, b = (int(v) for v in uniq[t])
         x = int(uniq[t][1])
-        scope = ops.at[x, "scope"] or names[x]
-        key = ".".join(cell_path_in_layer(scope)) or str(ops.at[x, "type"])
-        groups[f"sandwich|{key}|{ops.at[x, 'type']}"].formats = (
+        scope = scopes[x] or names[x]
+        key = ".".join(cell_path_in_layer(scope)) or str(types[x])
+        groups[f"sandwich|{key}|{types[x]}"].formats = (
             f"{fmt_names[fin_op[a]]}→{fmt_names[fout_op[a]]} … {fmt_names[fin_op[b]]}→{fmt_names[fout_op[b]]}")
     if grads:
-        trans = ops.index[is_t_op]
-        for op in sorted(trans, key=lambda o: first_pos[o]):
+        trans = np.flatnonzero(is_t_op)
+        index, grad_groups = _fragment_index(grads), list(grads.values())
+        for op in trans[np.argsort(first_pos[trans], kind="stable")].tolist():
             nm = str(names[op])
-            for frag, g in grads.items():
-                if frag in nm and nm not in g.kernel_names:
+            for g in _groups_named_in(nm, index, grad_groups):
+                if nm not in g.kernel_names:
                     g.kernel_names.append(nm)
     return groups
+
+
+def _groups_named_in(name: str, index: dict[str, list[tuple[int, str]]], groups: list[Group]) -> list[Group]:
+    """The groups whose fragment (``<cell>/Grad_<op>/``, :func:`_fragment_index`) ``name`` contains, in the
+    fragments' order: what ``[g for frag, g in grads.items() if frag in name]`` gives, without trying every
+    fragment on every name (a fragment in the name has its ``/Grad_<op>/`` on one of the name's ``/Grad_``)."""
+    hits: set[int] = set()
+    q = name.find("/Grad_")
+    while q >= 0:
+        end = name.find("/", q + 1)
+        if end >= 0:
+            hits.update(order for order, cell in index.get(name[q:end + 1], ()) if name.endswith(cell, 0, q))
+        q = name.find("/Grad_", q + 1)
+    return [groups[i] for i in sorted(hits)]
+
+
+def _fragment_index(grads: dict[str, Group]) -> dict[str, list[tuple[int, str]]]:
+    """``/Grad_<op>/`` → [(the fragment's position in ``grads``, its ``<cell>`` part)]."""
+    index: dict[str, list[tuple[int, str]]] = {}
+    for order, frag in enumerate(grads):
+        cut = frag.rfind("/Grad_")  # the op name after it has no "/": this is the fragment's own
+        index.setdefault(frag[cut:], []).append((order, frag[:cut]))
+    return index
 
 
 def params_from_ops(ops: pd.DataFrame, first_pos: np.ndarray) -> Group | None:
@@ -178,33 +207,44 @@ def params_from_ops(ops: pd.DataFrame, first_pos: np.ndarray) -> Group | None:
     its activation in that format and the activation has the same shape (then it is ambiguous
     and left out).
     """
-    forward = ~ops["name"].str.startswith("Gradients/") & ops["scope"].notna()
+    import numpy as np
+
+    forward = (~ops["name"].str.startswith("Gradients/") & ops["scope"].notna()).to_numpy(bool)
     weights: dict[str, set[tuple[int, ...]]] = {}
     acts: dict[str, set[tuple[int, ...]]] = {}
-    for r in ops[ops["type"].astype(str).str.contains("MatMul") & forward].itertuples():
-        cell = str(r.scope).rpartition("/")[0]
-        if len(r.in_shapes) < 2:
+    mm = ops["type"].astype(str).str.contains("MatMul").to_numpy(bool) & forward
+    # distinct ops, only the columns read (a namedtuple per op of the whole view costs more)
+    for scope, ins, in_formats, outs in zip(*(ops[c].to_numpy()[mm] for c in
+                                              ("scope", "in_shapes", "in_formats", "out_shapes"))):
+        cell = str(scope).rpartition("/")[0]
+        if len(ins) < 2:
             continue
-        weights.setdefault(cell, set()).add(r.in_shapes[1])
-        if r.in_formats and r.in_formats[0] in SPECIAL_FORMATS:  # the activation is converted too: ambiguous
-            acts.setdefault(cell, set()).update([r.in_shapes[0], *r.out_shapes])
+        weights.setdefault(cell, set()).add(ins[1])
+        if in_formats and in_formats[0] in SPECIAL_FORMATS:  # the activation is converted too: ambiguous
+            acts.setdefault(cell, set()).update([ins[0], *outs])
     if not weights:
         return None
     g = Group("param", "param", "weights")
-    trans = ops[ops["type"].isin(TRANS_OPS) & forward]
-    for r in sorted(trans.itertuples(), key=lambda t: first_pos[t.Index]):
-        cell = str(r.scope).rpartition("/")[0]
-        ins = r.in_shapes
-        if r.out_format not in SPECIAL_FORMATS or not ins or ins[0] not in weights.get(cell, ()) \
-                or ins[0] in acts.get(cell, ()):
+    # forward TransData into a special format (any other is skipped below), in kernel order
+    trans = np.flatnonzero(ops["type"].isin(TRANS_OPS).to_numpy(bool) & forward
+                           & ops["out_format"].isin(SPECIAL_FORMATS).to_numpy(bool))
+    trans = trans[np.argsort(first_pos[ops.index.to_numpy()[trans]], kind="stable")]
+    weight_of: dict[str, tuple[int | None, str]] = {}
+    for scope, name, ins, in_format, out_format in zip(*(ops[c].to_numpy()[trans] for c in
+                                                         ("scope", "name", "in_shapes", "in_format", "out_format"))):
+        cell = str(scope).rpartition("/")[0]
+        if not ins or ins[0] not in weights.get(cell, ()) or ins[0] in acts.get(cell, ()):
             continue
-        if r.name not in g.kernel_names:
-            g.kernel_names.append(str(r.name))
-        lay = layer_of_scope(cell)
-        weight = (f"layers.{lay}." if lay is not None else "") + ".".join(cell_path_in_layer(cell + "/x-op0"))
+        if name not in g.kernel_names:
+            g.kernel_names.append(str(name))
+        if cell not in weight_of:
+            lay = layer_of_scope(cell)
+            weight_of[cell] = (lay, (f"layers.{lay}." if lay is not None else "")
+                               + ".".join(cell_path_in_layer(cell + "/x-op0")))
+        lay, weight = weight_of[cell]
         if weight not in g.params:
             g.params.append(weight)
         if lay is not None:
             g.layers.add(lay)
-        g.formats = f"{r.in_format}→{r.out_format}"
+        g.formats = f"{in_format}→{out_format}"
     return g if g.kernel_names else None
