@@ -12,6 +12,7 @@ from advisor_rules.cm001_comm.stages import receive_slack
 
 if TYPE_CHECKING:  # pragma: no cover - heavy imports are made where used
     import numpy as np
+    import pandas as pd
 
 COMM_CORES = ["HCCL", "COMMUNICATION"]
 _GRAD_REDUCER = re.compile(r"grad_reducer|GradReducer", re.I)
@@ -69,8 +70,10 @@ def tail_of(rank: Any, view: Any) -> dict[str, Any] | None:
     ops, tl = view.ops, view.timeline
     names = ops["name"].astype(str)
     is_comm_op = ops["is_comm"].to_numpy()
-    grad_ar_op = (is_comm_op & names.str.contains("allReduce|AllReduce", regex=True).to_numpy()
-                  & names.str.contains(_GRAD_REDUCER.pattern, case=False, regex=True).to_numpy())
+    comm_names = names[is_comm_op]  # only communication ops can be the gradient AllReduce
+    grad_ar_op = is_comm_op.copy()
+    grad_ar_op[is_comm_op] = (comm_names.str.contains("allReduce|AllReduce", regex=True).to_numpy(bool)
+                              & comm_names.str.contains(_GRAD_REDUCER.pattern, case=False, regex=True).to_numpy(bool))
     bwd_op = names.str.contains(r"^Gradients/|/[Gg]rad", regex=True).to_numpy() & ~is_comm_op
     gmask, bwd = grad_ar_op[tl.op], bwd_op[tl.op]
     if not gmask.any():
@@ -114,6 +117,7 @@ def tail_of(rank: Any, view: Any) -> dict[str, Any] | None:
     first = names.iat[int(tl.op[np.flatnonzero(gmask)[0]])]
     scopes = ops["scope"].where(ops["scope"].notna(), ops["name"]).astype(str).tolist()
     paths = [cell_path(sc) for sc in scopes]  # per distinct op, for the backward ends and the forward order
+    last_by_op = _backward_last_by_op(view, bwd, bwd_ends)
     counts = [len(b) for b in per_step]
     buckets = max(set(counts), key=counts.count)
     same = [b for b in per_step if len(b) == buckets]
@@ -123,15 +127,17 @@ def tail_of(rank: Any, view: Any) -> dict[str, Any] | None:
             "wait_us": float(wait_total / steps), "step_us": mean_step_time_us(rank),
             "slack_us": receive_slack(view, bwd_ends, waits),
             "ar_name": kernel_scope(first) or first, "windows": bwd_ends,
-            "bwd_last": _backward_ends(view, bwd, bwd_ends, paths),
-            "bwd_ops": _backward_op_ends(view, bwd, bwd_ends, scopes),
+            "bwd_last": _backward_ends(last_by_op, paths),
+            "bwd_ops": _backward_op_ends(last_by_op, scopes),
             "fwd_ends": fwd_ends,
             "fwd_order": _forward_order(view, bwd_op | is_comm_op, paths)}
 
 
-def _backward_op_ends(view: Any, bwd: np.ndarray, windows: list[tuple[int, int, int, int]],
-                      scopes: list[str]) -> dict[str, dict[int, int]]:
-    """Last end (ns) of each backward op (by its IR full name, ``scopes`` per op), per step window."""
+def _backward_last_by_op(view: Any, bwd: np.ndarray, windows: list[tuple[int, int, int, int]]) -> pd.Series:
+    """Last end (ns) of each backward op's kernels per step window: a Series on (op, window), sorted.
+
+    The one pass over the backward kernels that both the per-op and the per-cell ends are read from.
+    """
     import numpy as np
     import pandas as pd
 
@@ -140,7 +146,12 @@ def _backward_op_ends(view: Any, bwd: np.ndarray, windows: list[tuple[int, int, 
     starts = np.array([w[0] for w in windows], dtype="int64")
     win = np.searchsorted(starts, tl.start_ns[idx], side="right") - 1
     df = pd.DataFrame({"op": tl.op[idx], "win": win, "end": tl.end_ns[idx]})
-    last = df[df["win"] >= 0].groupby(["op", "win"])["end"].max()
+    return df[df["win"] >= 0].groupby(["op", "win"])["end"].max()
+
+
+def _backward_op_ends(last: pd.Series, scopes: list[str]) -> dict[str, dict[int, int]]:
+    """Last end (ns) of each backward op (by its IR full name, ``scopes`` per op), per step window
+    (``last``: :func:`_backward_last_by_op`)."""
     out: dict[str, dict[int, int]] = {}
     # distinct (op, step) pairs, read as plain ints (a Series walk makes numpy scalars one by one)
     for op, w, e in zip(last.index.get_level_values(0).tolist(), last.index.get_level_values(1).tolist(),
@@ -162,24 +173,19 @@ def _forward_order(view: Any, not_forward: np.ndarray,
     return list(order.items())
 
 
-def _backward_ends(view: Any, bwd: np.ndarray, windows: list[tuple[int, int, int, int]],
-                   paths: list[tuple[str, ...]]) -> dict[tuple[str, ...], dict[int, int]]:
-    """Last end (ns) of the backward kernels of each cell (``paths``: :func:`cell_path` per op), per step window."""
-    import numpy as np
+def _backward_ends(last: pd.Series, paths: list[tuple[str, ...]]) -> dict[tuple[str, ...], dict[int, int]]:
+    """Last end (ns) of the backward kernels of each cell (``paths``: :func:`cell_path` per op), per step window:
+    the latest of its ops' (``last``: :func:`_backward_last_by_op`)."""
     import pandas as pd
 
-    tl = view.timeline
-    idx = np.flatnonzero(bwd)
-    starts = np.array([w[0] for w in windows], dtype="int64")
-    win = np.searchsorted(starts, tl.start_ns[idx], side="right") - 1
-    op = tl.op[idx]
     path_code, path_names = pd.factorize(pd.Series(paths))
-    df = pd.DataFrame({"path": path_code[op], "win": win, "end": tl.end_ns[idx]})
-    df = df[df["win"] >= 0]
-    last = df.groupby(["path", "win"])["end"].max()
+    df = pd.DataFrame({"path": path_code[last.index.get_level_values(0).to_numpy()],
+                       "win": last.index.get_level_values(1).to_numpy(), "end": last.to_numpy()})
+    by_cell = df.groupby(["path", "win"])["end"].max()
     by_path: dict[tuple[str, ...], dict[int, int]] = {}
-    for (path, w), e in last.items():
-        by_path.setdefault(path_names[path], {})[int(w)] = int(e)
+    for path, w, e in zip(by_cell.index.get_level_values(0).tolist(), by_cell.index.get_level_values(1).tolist(),
+                          by_cell.tolist()):
+        by_path.setdefault(path_names[path], {})[w] = e
     return by_path
 
 
