@@ -196,27 +196,32 @@ def run_rank_job(job: RankJob) -> RankDigest:
 # -- client side -----------------------------------------------------------------------------------
 
 _PRELOAD = ["advisor_core.engine.rankwork", "advisor_core.opview.build", "advisor_core.analyses.step_time"]
+_preload_rules: tuple[str, ...] = ()  # the modules of the client's rules (prewarm): imported once, in the server
 
 
 def _context() -> Any:
     import multiprocessing as mp
 
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(_PRELOAD)
+    ctx.set_forkserver_preload([*_PRELOAD, *_preload_rules])
     return ctx
 
 
-def prewarm(ranks: Sequence[Any], workers: int | None) -> None:
+def prewarm(ranks: Sequence[Any], workers: int | None, rule_modules: Sequence[str] = ()) -> None:
     """Start the worker server in the background when the units will run in a pool.
 
-    Starting it (a fresh interpreter importing pandas and pyarrow) takes a few tenths of
-    a second; begun as soon as the ranks are known, it overlaps the client's own set-up.
+    Starting it (a fresh interpreter importing pandas and pyarrow, and ``rule_modules``,
+    the modules the client's rules come from, so each worker forks with them imported)
+    takes a few tenths of a second; begun as soon as the ranks are known, it overlaps the
+    client's own set-up.
     """
+    global _preload_rules
     if pool_size(ranks, workers) <= 1 or not _main_is_importable():
         return
     import threading
     from multiprocessing import forkserver
 
+    _preload_rules = tuple(sorted(set(rule_modules)))
     _context()
     threading.Thread(target=forkserver.ensure_running, name="advisor-prewarm", daemon=True).start()
 

@@ -106,7 +106,8 @@ class Session:
             if self.host.spec is not None and not self.options.scheduler:
                 from advisor_core.engine.rankwork import prewarm
 
-                prewarm(list(self._run), self.options.jobs)
+                prewarm(list(self._run), self.options.jobs,
+                        rule_modules=[reg.cls.__module__ for reg in self.host.rules().values()])
         if self.graph_paths:
             from advisor_core.ir.dumps import find_ir_dumps
 
