@@ -15,7 +15,14 @@ __all__ = ["COMM_CORE_NAMES", "kernel_cell", "kernel_fixed_cost_us", "kernel_lau
 
 
 def kernel_time_by_scope(rank: Any) -> tuple[dict[str, float], int]:
-    """Total kernel µs per IR full name over the profile, and the number of steps it covers."""
+    """Total kernel µs per IR full name over the profile, and the number of steps it covers.
+
+    Computed once per rank (several rules' checks ask for it); treat the mapping as read-only.
+    """
+    return rank.cached("kernel_time_by_scope", lambda: _kernel_time_by_scope(rank))
+
+
+def _kernel_time_by_scope(rank: Any) -> tuple[dict[str, float], int]:
     view = rank.op_view()
     if view is None or view.ops.empty:
         return {}, 1
@@ -23,9 +30,15 @@ def kernel_time_by_scope(rank: Any) -> tuple[dict[str, float], int]:
 
 
 def kernel_launches_by_scope(rank: Any) -> dict[str, int]:
-    """Number of kernel launches per IR full name over the profile (pairs with :func:`kernel_time_by_scope`)."""
-    view = rank.op_view()
-    return {} if view is None else view.launches_by_scope()
+    """Number of kernel launches per IR full name over the profile (pairs with :func:`kernel_time_by_scope`).
+
+    Computed once per rank; treat the mapping as read-only.
+    """
+    def launches() -> dict[str, int]:
+        view = rank.op_view()
+        return {} if view is None else view.launches_by_scope()
+
+    return rank.cached("kernel_launches_by_scope", launches)
 
 
 def kernel_fixed_cost_us(rank: Any) -> float:

@@ -56,13 +56,22 @@ def stage_busy_and_micro(rank: Any) -> tuple[float | None, int | None]:
     pipeline Receives are the bubble). Micro batches: every micro batch launches each
     decoder-layer kernel once (cell reuse), so the most frequent per-step launch count of
     a layer kernel name is the micro-batch count (recomputed copies have their own scope).
+    Computed once per rank (several rules ask for it).
     """
+    return rank.cached("stage_busy_and_micro", lambda: _stage_busy_and_micro(rank))
+
+
+def _stage_busy_and_micro(rank: Any) -> tuple[float | None, int | None]:
+    import pandas as pd
+
     view = rank.op_view()
     if view is None or view.ops.empty:
         return None, None
     busy = view.busy_us_per_step()
     per_name = view.launches_per_step_by_name()
-    layered = per_name[[bool(_LAYER_IN_NAME.search(str(nm))) for nm in per_name.index]]
+    # Python's re on the names (as the per-name search did), not the string dtype's own engine
+    names = pd.Series(per_name.index, dtype=object).astype(str)
+    layered = per_name[names.str.contains(_LAYER_IN_NAME.pattern, regex=True).to_numpy(bool)]
     micro = None
     if not layered.empty:
         micro = max(int(round(float(layered.mode().iloc[0]))), 1)
