@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor_rules.al001_alignment.shapes import MATMUL_OPS, align_of, by_weight_roles, matmul_mkn, matmuls
+from advisor_rules.al001_alignment.shapes import MATMUL_OPS, align_of, by_weight_roles, matmul_mkn, rank_matmuls
 
 
 @dataclass
@@ -31,7 +31,7 @@ def dim_key(d: Dim) -> str:
 
 def dims_from_kernels(view: Any, rank: Any, dims: dict[tuple[int, str], Dim]) -> None:
     """Add the K, N and M dims of the rank's MatMul ops to ``dims`` (time and launches per step for unaligned ones)."""
-    for r, _b, m, kk, n, align in matmuls(view.ops):
+    for r, _b, m, kk, n, align in rank_matmuls(rank, view):
         for value, role in ((kk, "K"), (n, "N"), (m, "M")):
             d = dims.setdefault((value, role), Dim(value, role, align))
             d.ops.add(str(r.type))

@@ -18,7 +18,7 @@ from advisor_rules._common import stage_measure
 from advisor_rules.al001_alignment.dims import Dim, dims_from_kernels, map_config_keys
 from advisor_rules.al001_alignment.finding import short_key
 from advisor_rules.al001_alignment.saving import param_transdata_scopes, weight_transdata
-from advisor_rules.al001_alignment.shapes import TRANSDATA_OPS, matmuls
+from advisor_rules.al001_alignment.shapes import TRANSDATA_OPS, rank_matmuls
 
 
 def _key(finding: Finding) -> str | None:
@@ -46,7 +46,7 @@ def matmul_measure(ctx: RuleContext, finding: Finding) -> Measure | None:
         if not view.has_columns("input_shapes", "output_shapes"):
             return None
         wanted = values(view, rank)
-        mms = matmuls(view.ops)
+        mms = rank_matmuls(rank, view)
         hit = [r for r, _b, m, kk, n, _a in mms if kk in wanted or n in wanted or (key == "seq_length" and m in wanted)]
         ids = {int(r.Index) for r in hit}
         cells = {str(r.cell) for r in hit if not r.backward}

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from advisor_core.engine import RuleContext
 from advisor_rules._common import stage_busy_and_micro
-from advisor_rules.al001_alignment.shapes import MATMUL_OPS, TRANSDATA_OPS, matmuls, operand_shapes, pad_to
+from advisor_rules.al001_alignment.shapes import MATMUL_OPS, TRANSDATA_OPS, operand_shapes, pad_to, rank_matmuls
 
 if TYPE_CHECKING:  # pragma: no cover - heavy imports are made where used
     import pandas as pd
@@ -37,7 +37,7 @@ def stage_saving(stage: int, rank: Any, view: Any, value_map: dict[int, tuple[st
     """
     st = Stage(stage, rank)
     ops = view.ops
-    mms = matmuls(ops)
+    mms = rank_matmuls(rank, view)
     busy, micro = stage_busy_and_micro(rank)
     st.busy_us, st.micro = busy or 0.0, micro or 1
 
@@ -76,18 +76,20 @@ def stage_saving(stage: int, rank: Any, view: Any, value_map: dict[int, tuple[st
     if rate and unaligned_us > 0:
         st.penalty = rate / (unaligned_flops / unaligned_us)
     weight_td = weight_transdata(ops, mms, ir_scopes)
-    for r in ops[ops["type"].isin(TRANSDATA_OPS)].itertuples():
-        u = cell_keys.get(r.cell, set())
-        if len(u) == 1 and r.Index not in weight_td:
+    td = ops["type"].isin(TRANSDATA_OPS).to_numpy(bool)
+    for op, cell, t in zip(ops.index[td].tolist(), ops["cell"].to_numpy()[td], ops["per_step_us"].to_numpy()[td].tolist()):
+        u = cell_keys.get(cell, set())
+        if len(u) == 1 and op not in weight_td:
             (x,) = u
-            st.transdata_us[x] = st.transdata_us.get(x, 0.0) + float(r.per_step_us)
+            st.transdata_us[x] = st.transdata_us.get(x, 0.0) + t
     # other ops move bytes proportional to the dim: they grow (or shrink) with it
-    other = ops[~ops["is_comm"] & ~ops["type"].isin(MATMUL_OPS | TRANSDATA_OPS)]
-    for r in other.itertuples() if value_map else ():
-        seen = {v for sh in r.in_shapes for v in sh if v in value_map}
+    other = (~ops["is_comm"] & ~ops["type"].isin(MATMUL_OPS | TRANSDATA_OPS)).to_numpy(bool)
+    for in_shapes, t in (zip(ops["in_shapes"].to_numpy()[other], ops["per_step_us"].to_numpy()[other].tolist())
+                         if value_map else ()):  # distinct ops, the two columns read
+        seen = {v for sh in in_shapes for v in sh if v in value_map}
         for v in seen:
             x, nv = value_map[v]
-            st.saving[x] = st.saving.get(x, 0.0) - float(r.per_step_us) * (nv / v - 1.0)
+            st.saving[x] = st.saving.get(x, 0.0) - t * (nv / v - 1.0)
     for x in set(st.penalty_us) | set(st.transdata_us):
         st.saving[x] = st.saving.get(x, 0.0) + st.penalty_us.get(x, 0.0) + st.transdata_us.get(x, 0.0)
     return st
@@ -104,7 +106,7 @@ def weight_transdata(ops: pd.DataFrame, mms: list[Any], ir_scopes: set[str] | No
     if td.empty:
         return set()
     if ir_scopes is not None:
-        return {int(r.Index) for r in td.itertuples() if r.scope in ir_scopes}
+        return {op for op, scope in zip(td.index.tolist(), td["scope"].to_numpy()) if scope in ir_scopes}
     weights: dict[str, tuple[set[tuple[int, ...]], set[tuple[int, ...]]]] = {}
     for r, *_ in mms:
         shapes = operand_shapes(r.in_shapes)
@@ -113,13 +115,12 @@ def weight_transdata(ops: pd.DataFrame, mms: list[Any], ir_scopes: set[str] | No
             w.add(tuple(shapes[1]))
             a.add(tuple(shapes[0]))
     out = set()
-    for r in td.itertuples():
-        shapes = operand_shapes(r.in_shapes)
-        if r.backward or not shapes or r.cell not in weights:
+    for op, in_shapes, backward, cell in zip(td.index.tolist(), *(td[c].to_numpy() for c in ("in_shapes", "backward", "cell"))):
+        if backward or cell not in weights:
             continue
-        w, a = weights[r.cell]
-        if tuple(shapes[0]) in w and tuple(shapes[0]) not in a:
-            out.add(int(r.Index))
+        shapes = operand_shapes(in_shapes)
+        if shapes and tuple(shapes[0]) in weights[cell][0] and tuple(shapes[0]) not in weights[cell][1]:
+            out.add(op)
     return out
 
 

@@ -82,18 +82,27 @@ def matmuls(ops: pd.DataFrame) -> list[tuple[Any, int, int, int, int, int]]:
     return out
 
 
+def rank_matmuls(rank: Any, view: Any) -> list[tuple[Any, int, int, int, int, int]]:
+    """:func:`matmuls` of ``view`` (the rank's op view), computed once per rank: the dims, the savings and the
+    measure all read them. Treat the list as read-only."""
+    held = rank.cached("al001_matmuls", lambda: (view.ops, matmuls(view.ops)))
+    return held[1] if held[0] is view.ops else matmuls(view.ops)
+
+
 def weight_of_cells(mm: pd.DataFrame) -> dict[str, tuple[int, int]]:
     """Cell → the (K, N) of its weight, read from the cell's forward MatMul ``x·Wᵀ`` (operand 1 is the weight,
     as in every Linear/Dense): the cells with exactly one forward 2-D product shape; attention's batched
     activation products and cells with several forward shapes have none (their positions stand)."""
     found: dict[str, set[tuple[int, int]]] = {}
-    for r in mm[~mm["backward"].astype(bool)].itertuples():  # distinct ops
-        shapes = operand_shapes(r.in_shapes)
-        o = operand_shapes(r.out_shapes)
-        if len(shapes) < 2 or not o or len(o[0]) != 2 or len(shapes[1]) != 2 or not r.cell:
+    fwd = ~mm["backward"].astype(bool).to_numpy()
+    # distinct ops, only the three columns read
+    for in_shapes, out_shapes, cell in zip(*(mm[c].to_numpy()[fwd] for c in ("in_shapes", "out_shapes", "cell"))):
+        shapes = operand_shapes(in_shapes)
+        o = operand_shapes(out_shapes)
+        if len(shapes) < 2 or not o or len(o[0]) != 2 or len(shapes[1]) != 2 or not cell:
             continue
         mkn = matmul_mkn(shapes[0], shapes[1], o[0])
         if mkn is None or min(mkn) < 0 or mkn[2] not in shapes[1] or mkn[1] not in shapes[1]:
             continue
-        found.setdefault(str(r.cell), set()).add((mkn[1], mkn[2]))
+        found.setdefault(str(cell), set()).add((mkn[1], mkn[2]))
     return {cell: next(iter(w)) for cell, w in found.items() if len(w) == 1}
