@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The ``step_events`` scan of ``trace_view.json``: alone, its hold on the GIL, and beside the kernel CSV read.
 
 ``advisor analyze`` runs ``read_step_events`` on a second thread while ``pyarrow.csv.read_csv``
@@ -21,8 +20,8 @@ import argparse
 import resource
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pyarrow.csv as pacsv
 
