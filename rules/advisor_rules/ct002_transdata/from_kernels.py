@@ -46,8 +46,7 @@ def _first_positions(view: Any) -> np.ndarray:
 
     seq = view.timeline.op
     first = np.full(len(view.ops), np.iinfo(np.int64).max, np.int64)
-    uniq, idx = np.unique(seq, return_index=True)
-    first[uniq] = idx
+    np.minimum.at(first, seq, np.arange(len(seq), dtype=np.int64))  # one pass; np.unique would sort every kernel
     return first
 
 
