@@ -45,6 +45,8 @@ _WANTED_PATTERN = (
 )
 _WANTED = re.compile(_WANTED_PATTERN.encode("ascii"))
 _FIND_WANTED = pc.MatchSubstringOptions(_WANTED_PATTERN)
+_WINDOW = 32 << 20  # bytes searched at a time, then let go of (see _hits)
+_MATCH_SPAN = 64 << 10  # a "name": "<wanted>" pair longer than this (blanks) across a window edge is not found
 _EVENT_WINDOWS = (1 << 10, 64 << 10)  # bytes decoded from an event's opening brace: small first, then more
 _ROW_PHASES = {"X", "B", "E", "i", "I"}
 
@@ -80,27 +82,47 @@ def _hits(view: mmap.mmap) -> list[tuple[int, str]]:
     Arrow's RE2 kernel finds where the next match starts (GIL released; one pass over
     the bytes in all, each search beginning where the previous match ended); Python's
     ``re`` then matches only there, for the name and the end. Both engines run the same
-    pattern, so the leftmost start they find is the same.
+    pattern, so the leftmost start they find is the same. The file is searched
+    :data:`_WINDOW` bytes at a time (plus :data:`_MATCH_SPAN`, for a match across the
+    edge) and the pages behind are let go, so the mapping does not keep a whole large
+    trace resident (peak RSS) for a search that needs a few kilobytes of it.
     """
     hits: list[tuple[int, str]] = []
     data = rest = pa.py_buffer(view)  # zero-copy: Arrow reads the mapped pages
-    size, pos = len(view), 0
+    size, pos, released = len(view), 0, 0
     try:
         while pos < size:
-            offsets = pa.py_buffer(struct.pack("<qq", pos, size))  # one large_binary value: view[pos:]
+            window_end = min(size, pos + _WINDOW)
+            stop = min(size, window_end + _MATCH_SPAN)
+            offsets = pa.py_buffer(struct.pack("<qq", pos, stop))  # one large_binary value: view[pos:stop]
             rest = pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, data])
             found = pc.find_substring_regex(rest, options=_FIND_WANTED)[0].as_py()
             if found < 0:
-                break
-            m = _WANTED.match(view, pos + found)
-            if m is None:  # cannot happen with one pattern in both engines; never loop forever on it
-                pos += found + 1
-                continue
-            hits.append((m.start(), m.group(1).decode("ascii")))
-            pos = m.end()
+                pos = window_end  # none starts before the edge (a longer-than-_MATCH_SPAN one is not a name)
+            else:
+                m = _WANTED.match(view, pos + found)
+                if m is None:  # cannot happen with one pattern in both engines; never loop forever on it
+                    pos += found + 1
+                    continue
+                hits.append((m.start(), m.group(1).decode("ascii")))
+                pos = m.end()
+            released = _let_go(view, released, pos - _MATCH_SPAN)
     finally:
         del data, rest  # Arrow's hold on the mapping, even from a traceback: the mmap cannot close while it lasts
     return hits
+
+
+def _let_go(view: mmap.mmap, released: int, upto: int) -> int:
+    """Drop the mapped pages in ``[released, upto)`` (whole pages, once a window's worth) from this process's
+    resident set; the file cache keeps them, and a later read maps them again. Returns the new mark."""
+    upto -= upto % mmap.PAGESIZE
+    if upto - released < _WINDOW:
+        return released
+    try:
+        view.madvise(mmap.MADV_DONTNEED, released, upto - released)
+    except (AttributeError, OSError, ValueError):  # no madvise here: the pages stay until the scan ends
+        return upto
+    return upto
 
 
 def _enclosing_event(buf: bytes | mmap.mmap, pos: int, name: str, decoder: json.JSONDecoder) -> dict[str, Any] | None:

@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -162,11 +163,32 @@ def test_same_frame_and_diagnostics_as_the_chunked_regex_scan(tmp_path: Path, tr
     p = tmp_path / "trace_view.json"
     p.write_bytes(text)
     exp, exp_messages = _reference_read(p, chunk, overlap)
+    # the scan's own windows, shrunk to the trace's size: their edges fall inside names and hits too
+    window = data.draw(st.integers(1, max(1, len(text))), label="window")
     sink = DiagnosticSink()
-    got = read_step_events(p, None, sink)
+    with patch.object(trace_steps, "_WINDOW", window), patch.object(trace_steps, "_MATCH_SPAN", _LONGEST_MATCH):
+        got = read_step_events(p, None, sink)
     assert got is not None
     assert list(got.dtypes) == list(exp.dtypes) and got.equals(exp)
     assert [d.message for d in sink] == exp_messages
+
+
+# the longest ``"name"<blanks>:<blanks>"<wanted>"`` the generated traces hold (separators below)
+_LONGEST_MATCH = len('"name"') + len("\n:\r\n") + len('"Communication(Not Overlapped)"')
+
+
+def test_a_hit_across_a_window_edge_is_found_once(tmp_path: Path) -> None:
+    events = [{"ph": "X", "name": "k" * 8, "pid": 1, "args": {"x": "y" * 30}}] * 9
+    events[4] = {"ph": "X", "name": "Communication(Not Overlapped)", "pid": 1, "tid": 1, "ts": 5, "dur": 1}
+    text = json.dumps(events).encode()
+    p = tmp_path / "trace_view.json"
+    p.write_bytes(text)
+    at = text.index(b'"name": "Communication(Not')
+    for edge in (at - 1, at, at + 1, at + 12, at + 30):  # the window ends before, on and inside the hit
+        with patch.object(trace_steps, "_WINDOW", edge), patch.object(trace_steps, "_MATCH_SPAN", _LONGEST_MATCH):
+            got = read_step_events(p, None, DiagnosticSink())
+        assert list(got["name"]) == ["Communication(Not Overlapped)"], edge
+        assert list(got["ts_ns"]) == [5000]
 
 
 def test_a_name_split_by_the_reference_chunks(tmp_path: Path) -> None:
