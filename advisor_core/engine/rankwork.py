@@ -19,8 +19,10 @@ and options travel to it.
 from __future__ import annotations
 
 import os
+import threading
 import time
 import traceback
+from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -195,7 +197,8 @@ def run_rank_job(job: RankJob) -> RankDigest:
 
 # -- client side -----------------------------------------------------------------------------------
 
-_PRELOAD = ["advisor_core.engine.rankwork", "advisor_core.opview.build", "advisor_core.analyses.step_time"]
+_PRELOAD = ["advisor_core.engine.rankwork", "advisor_core.opview.build", "advisor_core.analyses.step_time",
+            "advisor_core.model.run", "advisor_core.engine.runner", "advisor_core.engine.session"]
 _preload_rules: tuple[str, ...] = ()  # the modules of the client's rules (prewarm): imported once, in the server
 
 
@@ -207,16 +210,17 @@ def _context() -> Any:
     return ctx
 
 
-def prewarm(ranks: Sequence[Any], workers: int | None, rule_modules: Sequence[str] = ()) -> None:
+def prewarm(rank_count: int, kernel_size: int, workers: int | None, rule_modules: Sequence[str] = ()) -> None:
     """Start the worker server in the background when the units will run in a pool.
 
-    Starting it (a fresh interpreter importing pandas and pyarrow, and ``rule_modules``,
-    the modules the client's rules come from, so each worker forks with them imported)
-    takes a few tenths of a second; begun as soon as the ranks are known, it overlaps the
-    client's own set-up.
+    ``rank_count`` ranks with ``kernel_size`` bytes of kernel tables (what :func:`pool_size`
+    decides on). Starting it (a fresh interpreter importing pandas and pyarrow, and
+    ``rule_modules``, the modules the client's rules come from, so each worker forks with
+    them imported) takes most of a second; begun as soon as the ranks are found, it
+    overlaps the client's own set-up.
     """
     global _preload_rules
-    if pool_size(ranks, workers) <= 1 or not _main_is_importable():
+    if pool_size_for(rank_count, lambda: kernel_size, workers) <= 1 or not _main_is_importable():
         return
     import threading
     from multiprocessing import forkserver
@@ -228,10 +232,14 @@ def prewarm(ranks: Sequence[Any], workers: int | None, rule_modules: Sequence[st
 
 def pool_size(ranks: Sequence[Any], workers: int | None) -> int:
     """Worker processes the units of ``ranks`` get (1: this process); see :func:`run_rank_units`."""
-    n = len(ranks)
+    return pool_size_for(len(ranks), lambda: kernel_bytes(ranks), workers)
+
+
+def pool_size_for(rank_count: int, kernel_size: Callable[[], int], workers: int | None) -> int:
+    """:func:`pool_size` from the rank count and (asked only when ``workers`` is ``None``) the kernel bytes."""
     if workers is None:
-        workers = default_workers() if n > 1 and kernel_bytes(ranks) >= AUTO_PARALLEL_MIN_BYTES else 1
-    return max(1, min(workers, n))
+        workers = default_workers() if rank_count > 1 and kernel_size() >= AUTO_PARALLEL_MIN_BYTES else 1
+    return max(1, min(workers, rank_count))
 
 
 def default_workers() -> int:
@@ -269,8 +277,9 @@ def run_rank_units(
     ``workers`` is the number of cores the units may use: ``1`` runs them here on one
     core (Arrow's reader included), ``N ≥ 2`` on N single-threaded lanes: this process
     and a pool of N − 1 worker processes, the pool taking the largest ranks first and
-    this process the smallest (it starts at once, while a worker is still starting up;
-    a rank a worker has not begun is taken back). ``None`` picks every core: a pool when the run is large enough to gain
+    this process the smallest (it starts at once, while a worker is still starting up),
+    each worker given its next rank only when it is free, so the last ranks go to
+    whichever lane is free first. ``None`` picks every core: a pool when the run is large enough to gain
     from it (:data:`AUTO_PARALLEL_MIN_BYTES` of kernel tables), else this process with
     Arrow's threads. ``plugins=None`` (a host built by hand, as tests do) keeps the work
     in this process, since a worker could not rebuild it. ``cluster`` (a
@@ -294,43 +303,78 @@ def run_rank_units(
                     progress(i + 1, n)
         return out
     jobs = [RankJob(r._source, tuple((c, dict(raw)) for c, _, raw in rules), plugins) for r in ranks]
-    # largest ranks first, so no worker is left with a big one at the end
-    order = sorted(range(n), key=lambda i: -kernel_bytes([ranks[i]]))
+    # largest ranks first, so no lane is left with a big one at the end
+    queue = deque(sorted(range(n), key=lambda i: -kernel_bytes([ranks[i]])))
     results: dict[int, RankDigest] = {}
-    done = 0
+    lock = threading.Lock()
 
     def finished(i: int, digest: RankDigest) -> None:
-        nonlocal done
-        results[i] = digest
-        done += 1
-        if progress:
-            progress(done, n)
+        with lock:
+            results[i] = digest
+            if progress:
+                progress(len(results), n)
 
-    try:
-        # This process is one of the ``workers``: it is warm (imports, plugins) while a worker still starts,
-        # and would otherwise sit idle. It takes the smallest ranks, from the far end of the queue.
-        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=_context(), initializer=_init_worker) as pool:
-            queued = [(pool.submit(run_rank_job, jobs[i]), i) for i in order]
-            with _arrow_threads(1):
-                for fut, i in reversed(queued):
-                    if not fut.cancel():  # a worker has it (or has it queued): the rest are theirs
-                        break
-                    finished(i, digest_rank(ranks[i], [(c, inst) for c, inst, _ in rules]))
-            futures = {fut: i for fut, i in queued if not fut.cancelled()}
-            for fut in _as_completed(futures):
-                finished(futures[fut], fut.result())
-    except (BrokenProcessPool, OSError) as exc:
-        # A worker died (killed, out of memory) or could not start (no __main__ to re-import in a
-        # REPL): the ranks it did not finish are analysed here, and the report says so.
-        missing = [i for i in range(n) if i not in results]
+    def take(from_left: bool) -> int | None:
+        with lock:
+            return (queue.popleft() if from_left else queue.pop()) if queue else None
+
+    # This process is one of the ``workers`` lanes: it is warm (imports, plugins) while the pool still starts, and
+    # would otherwise sit idle. The pool's lanes take the largest ranks, one at a time each, from a thread here
+    # (so starting them does not hold this lane up); this process the smallest, until none is left.
+    feeder = _PoolFeeder(workers - 1, jobs, lambda: take(True), finished)
+    feeder.start()
+    with _arrow_threads(1):
+        while (i := take(False)) is not None:
+            finished(i, digest_rank(ranks[i], [(c, inst) for c, inst, _ in rules]))
+    feeder.join()
+    if feeder.error is not None and not isinstance(feeder.error, (BrokenProcessPool, OSError)):
+        raise feeder.error
+    missing = [i for i in range(n) if i not in results]
+    if missing:
+        # A worker died (killed, out of memory) or could not start: the ranks it did not finish are
+        # analysed here, and the report says so.
+        exc = feeder.error
         note = (f"worker processes stopped ({type(exc).__name__}: {exc or 'a worker died'}); "
                 f"{len(missing)} of {n} rank(s) analysed in this process instead")
         for i in missing:
             finished(i, digest_rank(ranks[i], [(c, inst) for c, inst, _ in rules]))
-        if missing:
-            results[missing[0]].diagnostics.insert(0, Diagnostic(severity="warning", code="workers-failed",
-                                                                  message=note))
+        results[missing[0]].diagnostics.insert(0, Diagnostic(severity="warning", code="workers-failed",
+                                                              message=note))
     return [results[i] for i in range(n)]
+
+
+class _PoolFeeder(threading.Thread):
+    """Runs rank jobs on a pool of ``size`` worker processes, one in flight per worker, taking each next job
+    from ``take`` (``None``: no more) as a worker frees up, and handing each digest to ``finished``.
+
+    One in flight per worker, not all submitted at once: a rank no worker has begun stays in the queue, where
+    the client's own lane can still take it. ``error`` is what stopped the pool (then the ranks it held are
+    not finished; the caller analyses them).
+    """
+
+    def __init__(self, size: int, jobs: Sequence[RankJob], take: Callable[[], int | None],
+                 finished: Callable[[int, RankDigest], None]) -> None:
+        super().__init__(name="advisor-pool-feeder", daemon=True)
+        self._size, self._jobs, self._take, self._finished = size, jobs, take, finished
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        try:
+            with ProcessPoolExecutor(max_workers=self._size, mp_context=_context(),
+                                     initializer=_init_worker) as pool:
+                running: dict[Future[RankDigest], int] = {}
+                while True:
+                    while len(running) < self._size and (i := self._take()) is not None:
+                        running[pool.submit(run_rank_job, self._jobs[i])] = i
+                    if not running:
+                        return
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        self._finished(running.pop(fut), fut.result())
+        except BaseException as exc:  # noqa: BLE001 - handed to the client, which decides
+            self.error = exc
 
 
 @contextmanager
@@ -361,12 +405,6 @@ def _main_is_importable() -> bool:
         return True
     path = getattr(main, "__file__", None)
     return bool(path) and os.path.isfile(path)
-
-
-def _as_completed(futures: Iterable[Future[Any]]) -> Iterable[Future[Any]]:
-    from concurrent.futures import as_completed
-
-    return as_completed(list(futures))
 
 
 def adopt_digests(ranks: Mapping[int, Any], digests: Iterable[RankDigest], sink: DiagnosticSink) -> None:

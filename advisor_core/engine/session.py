@@ -47,7 +47,7 @@ class SessionOptions:
     baseline: bool = False
     # the config already parsed by the caller (``advisor lint`` parses each file to tell YAML from not): not parsed twice
     config_document: Any = None
-    # begin reading a lone rank's kernel table now, while the rest imports (``advisor analyze``; see engine.readahead)
+    # begin reading a lone rank's kernel table now, while the rest imports (``advisor analyze``; see engine.early)
     read_ahead: bool = False
 
 
@@ -67,12 +67,11 @@ class Session:
         )
         self.classified = classify_inputs([Path(p) for p in paths], self.sink, plugin_classifier=self.host.classify)
         self.profile_paths = list(opts.profiles) or self.classified.profiles
-        self._read_ahead: list[Any] = []
-        if opts.read_ahead:
-            from advisor_core.engine.readahead import read_ahead
+        from advisor_core.engine.early import start_early
 
-            self._read_ahead = read_ahead(self.profile_paths, source=opts.source, jobs=opts.jobs,
-                                          scheduler=opts.scheduler)
+        self._read_ahead = start_early(self.profile_paths, source=opts.source, jobs=opts.jobs, scheduler=opts.scheduler,
+                                       read_ahead=opts.read_ahead, pool=self.host.spec is not None,
+                                       rule_modules=[reg.cls.__module__ for reg in self.host.rules().values()])
         self.graph_paths = list(opts.graphs) or self.classified.graphs
         configs = [opts.config] if opts.config is not None else self.classified.configs
         if len(configs) > 1:
@@ -103,11 +102,6 @@ class Session:
 
             self._run = load_run(*self.profile_paths, sink=self.sink, loaders=self._loaders(), report_empty=True,
                                  source=self.options.source)
-            if self.host.spec is not None and not self.options.scheduler:
-                from advisor_core.engine.rankwork import prewarm
-
-                prewarm(list(self._run), self.options.jobs,
-                        rule_modules=[reg.cls.__module__ for reg in self.host.rules().values()])
         if self.graph_paths:
             from advisor_core.ir.dumps import find_ir_dumps
 

@@ -1,4 +1,5 @@
-"""A lone rank's kernel table read ahead while the rest imports: claimed once, the same table and diagnostics."""
+"""What starts early: a lone rank's kernel table read ahead (claimed once, the same table and diagnostics), the worker
+server for several ranks."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor_core.engine.readahead import read_ahead
+from advisor_core.engine.early import start_early
 from advisor_core.engine.session import Session, SessionOptions
 from advisor_core.loaders import csvtable, readahead
 from advisor_core.loaders.kernels import KERNELS
@@ -98,15 +99,25 @@ def test_a_read_nobody_asks_for_is_not_handed_out(lone_rank: Path) -> None:
     assert readahead._pending == {}
 
 
-def test_nothing_is_read_ahead_for_a_pool_one_core_or_a_database(lone_rank: Path, tmp_path: Path) -> None:
-    assert read_ahead([lone_rank], source="auto", jobs=1, scheduler=None) == []
-    assert read_ahead([lone_rank], source="auto", jobs=None, scheduler="local") == []
+def test_nothing_is_read_ahead_for_a_pool_one_core_or_a_database(lone_rank: Path, tmp_path: Path, monkeypatch) -> None:
+    from advisor_core.engine import rankwork
+
+    prewarmed: list[tuple] = []
+    monkeypatch.setattr(rankwork, "prewarm", lambda *a: prewarmed.append(a))
+    assert start_early([lone_rank], source="auto", jobs=1, scheduler=None, read_ahead=True, pool=False) == []
+    assert start_early([lone_rank], source="auto", jobs=None, scheduler="local", read_ahead=True, pool=False) == []
     two = tmp_path / "two"
     simulate_scenario("kitchen-sink", two, ranks=2, layers=1, steps=1, sets=SETS, ground_truth=False)
-    assert read_ahead([two / "profile"], source="auto", jobs=None, scheduler=None) == []
+    assert start_early([two / "profile"], source="auto", jobs=None, scheduler=None, read_ahead=True, pool=False) == []
+    assert prewarmed == []
+    # several ranks: the worker server starts instead, told the ranks' count and kernel bytes and the rule modules
+    assert start_early([two / "profile"], source="auto", jobs=2, scheduler=None, read_ahead=True, pool=True,
+                       rule_modules=["m"]) == []
+    size = sum(p.stat().st_size for p in (two / "profile").rglob("kernel_details.csv"))
+    assert prewarmed == [(2, size, 2, ["m"])]
     db = tmp_path / "db"
     simulate_scenario("kitchen-sink", db, ranks=1, layers=1, steps=1, sets=SETS, ground_truth=False, export="both")
-    assert read_ahead([db / "profile"], source="auto", jobs=None, scheduler=None) == []
-    keys = read_ahead([db / "profile"], source="text", jobs=None, scheduler=None)
+    assert start_early([db / "profile"], source="auto", jobs=None, scheduler=None, read_ahead=True, pool=False) == []
+    keys = start_early([db / "profile"], source="text", jobs=None, scheduler=None, read_ahead=True, pool=False)
     assert len(keys) == 1
     readahead.discard(keys)
