@@ -162,3 +162,59 @@ def test_a_prefetched_table_is_read_once(cluster_run: Path, monkeypatch) -> None
     scan.join(5)
     assert calls == ["prefetch-step_events"]
     assert events is not None and "ProfilerStep#1" in set(events["name"])
+
+
+DYING = '''
+import multiprocessing
+import os
+
+from advisor_core.engine import Finding, Need, Requirements, Rule, hookimpl
+
+
+class DiesInAWorker(Rule):
+    """Dies in a worker.
+
+    What
+        x
+    Why
+        x
+    Example
+        x
+    Fix
+        x
+    """
+
+    code = "RX002"
+    name = "dies-in-a-worker"
+    summary = "kills a worker process"
+    requires = Requirements(any_of=(Need.table("kernels", ("name", "duration_us")),))
+
+    def rank_evidence(self, rank):
+        if multiprocessing.parent_process() is not None:  # a worker: die as an out-of-memory kill would
+            os._exit(3)
+        return rank.rank_id
+
+    def check(self, ctx):
+        seen = sorted(ctx.rank_evidence(r) for r in ctx.run)
+        yield Finding(code="RX002", rule="dies-in-a-worker", title=f"seen {seen}", message="-", severity="low")
+
+
+@hookimpl
+def advisor_register_rules():
+    return [DiesInAWorker]
+'''
+
+
+def test_ranks_of_a_dead_worker_are_analysed_here(tmp_path: Path, fake_site: Path) -> None:
+    make_dist(fake_site, "advisor-dies", "0.1", {"dies": "dies_rule"}, {"dies_rule.py": DYING})
+    prof = tmp_path / "prof"
+    for r in range(4):
+        write_profile(prof, r)
+    out = tmp_path / "r.json"
+    proc = run_cli("analyze", str(prof), "--format", "json", "-o", str(out), "--jobs", "2", "--select", "RX002",
+                   site=fake_site)
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(out.read_text())
+    assert [f["title"] for f in data["findings"]] == ["seen [0, 1, 2, 3]"]  # every rank, whoever ran it
+    assert "worker processes stopped (BrokenProcessPool" in proc.stderr
+    assert "rank(s) analysed in this process instead" in proc.stderr
