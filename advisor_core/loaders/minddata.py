@@ -357,8 +357,8 @@ def read_cpu_utilization(path: Path, sink: DiagnosticSink) -> tuple[pd.DataFrame
         return None
 
     def mean(values: Any) -> float | None:
-        vals = [float(v) for v in (values or []) if isinstance(v, (int, float))]
-        return float(np.mean(vals)) if vals else None
+        vals = _samples(values, keep_other=False)
+        return float(np.mean(vals)) if len(vals) else None
 
     rows = []
     for op in data.get("op_info") or []:
@@ -390,14 +390,34 @@ def read_cpu_utilization(path: Path, sink: DiagnosticSink) -> tuple[pd.DataFrame
     return frame, info
 
 
+def _samples(values: Any, *, keep_other: bool = True) -> np.ndarray:
+    """The numbers of a utilisation list as float64; what is not a number (``None``, text, a list) as NaN
+    (``keep_other``) or left out.
+
+    The profiler writes tens of thousands of samples per op: a list of plain numbers
+    converts in one NumPy call; anything else goes value by value.
+    """
+    if not values:
+        return np.zeros(0)
+    if isinstance(values, list):
+        try:
+            arr = np.asarray(values)
+        except (ValueError, TypeError):  # ragged nesting
+            arr = None
+        if arr is not None and arr.ndim == 1 and arr.dtype.kind in "biuf":
+            return arr.astype(np.float64)
+    if keep_other:
+        return np.array([float(v) if isinstance(v, (int, float)) else np.nan for v in values], dtype=np.float64)
+    return np.array([float(v) for v in values if isinstance(v, (int, float))], dtype=np.float64)
+
+
 def _busy_mean(user: Any, sys_: Any) -> float | None:
     """Mean of user + sys over the samples both lists have."""
-    u = [float(v) if isinstance(v, (int, float)) else np.nan for v in (user or [])]
-    s = [float(v) if isinstance(v, (int, float)) else np.nan for v in (sys_ or [])]
+    u, s = _samples(user), _samples(sys_)
     n = min(len(u), len(s))
     if not n:
         return None
-    busy = np.asarray(u[:n]) + np.asarray(s[:n])
+    busy = u[:n] + s[:n]
     busy = busy[~np.isnan(busy)]
     return float(busy.mean()) if len(busy) else None
 
