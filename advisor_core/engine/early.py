@@ -28,14 +28,14 @@ def start_early(profile_paths: Sequence[Path], *, source: str, jobs: int | None,
 
     ``pool``: the work may go to worker processes (the plugins can be rebuilt there).
     """
-    if scheduler or not profile_paths or not (read_ahead or pool):
-        return []
+    if scheduler or jobs == 1 or not profile_paths or not (read_ahead or pool):
+        return []  # Dask runs the ranks elsewhere; one core has neither a pool nor cores to read ahead with
     from advisor_core.discover.profiles import discover_profiles
 
     quiet = DiagnosticSink()  # the run's own discovery and header reads say whatever there is to say
     found = discover_profiles([Path(p) for p in profile_paths], quiet, report_empty=False, source=source)
     if len(found.ranks) == 1:
-        return _read_kernels_ahead(found.ranks[0], source, quiet) if read_ahead and jobs != 1 else []
+        return _read_kernels_ahead(found.ranks[0], source, quiet) if read_ahead else []
     if pool and len(found.ranks) > 1:
         from advisor_core.engine.rankwork import prewarm
 
