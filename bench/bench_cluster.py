@@ -4,7 +4,7 @@ A 64-rank simulated run (40-layer Llama-like network, ~100 k kernel rows per ran
 file MindSpore writes) is analysed three ways:
 
 * ``--jobs 1``: every unit in the client process, one core;
-* ``--jobs 2``: a pool of two single-threaded worker processes;
+* ``--jobs 2``: two single-threaded lanes, the client and one worker process;
 * Dask: a ``LocalCluster`` of two single-threaded worker processes on the loopback
   interface (what ``--scheduler tcp://…`` does against a real cluster), through the
   whole rule run, so that the op views the rules fetch back from the workers count too.
