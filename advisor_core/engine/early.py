@@ -26,10 +26,21 @@ def start_early(profile_paths: Sequence[Path], *, source: str, jobs: int | None,
                 read_ahead: bool, pool: bool, rule_modules: Sequence[str] = ()) -> list[Key]:
     """Begin what ``profile_paths`` call for (see the module docstring); the keys of the reads begun ahead.
 
-    ``pool``: the work may go to worker processes (the plugins can be rebuilt there).
+    ``pool``: the work may go to worker processes (the plugins can be rebuilt there). Only ever
+    a head start: whatever goes wrong here (a file gone between two looks) is left for the run's
+    own discovery and reads to meet and say, so this never raises.
     """
     if scheduler or jobs == 1 or not profile_paths or not (read_ahead or pool):
         return []  # Dask runs the ranks elsewhere; one core has neither a pool nor cores to read ahead with
+    try:
+        return _start(profile_paths, source=source, jobs=jobs, read_ahead=read_ahead, pool=pool,
+                      rule_modules=rule_modules)
+    except Exception:  # noqa: BLE001 - a head start that fails is no start; the run proceeds as without
+        return []
+
+
+def _start(profile_paths: Sequence[Path], *, source: str, jobs: int | None, read_ahead: bool, pool: bool,
+           rule_modules: Sequence[str]) -> list[Key]:
     from advisor_core.discover.profiles import discover_profiles
 
     quiet = DiagnosticSink()  # the run's own discovery and header reads say whatever there is to say

@@ -121,3 +121,17 @@ def test_nothing_is_read_ahead_for_a_pool_one_core_or_a_database(lone_rank: Path
     keys = start_early([db / "profile"], source="text", jobs=None, scheduler=None, read_ahead=True, pool=False)
     assert len(keys) == 1
     readahead.discard(keys)
+
+
+def test_a_head_start_that_fails_is_no_start(lone_rank: Path, monkeypatch) -> None:
+    """Whatever goes wrong in the early discovery (a file gone between two looks) leaves the run as without it."""
+    from advisor_core.discover import profiles
+
+    def gone(*a, **k):  # type: ignore[no-untyped-def]
+        raise FileNotFoundError("kernel_details.csv vanished")
+
+    monkeypatch.setattr(profiles, "discover_profiles", gone)
+    assert start_early([lone_rank], source="auto", jobs=None, scheduler=None, read_ahead=True, pool=True) == []
+    monkeypatch.undo()
+    session, findings = _analyze(lone_rank, read_ahead=True)
+    assert findings
