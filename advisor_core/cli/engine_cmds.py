@@ -165,7 +165,7 @@ def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs:
         list(paths),
         SessionOptions(profiles=list(profiles), graphs=list(graphs), config=config, settings=settings, jobs=jobs,
                        scheduler=scheduler or os.environ.get("ADVISOR_SCHEDULER") or settings.scheduler,
-                       scheduler_timeout=scheduler_timeout, source=source, read_ahead=True),
+                       scheduler_timeout=scheduler_timeout, source=source),
         host=host,
     )
     sel = _codes(select)

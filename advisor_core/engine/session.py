@@ -47,8 +47,6 @@ class SessionOptions:
     baseline: bool = False
     # the config already parsed by the caller (``advisor lint`` parses each file to tell YAML from not): not parsed twice
     config_document: Any = None
-    # begin reading a lone rank's kernel table now, while the rest imports (``advisor analyze``; see engine.early)
-    read_ahead: bool = False
 
 
 class Session:
@@ -69,9 +67,9 @@ class Session:
         self.profile_paths = list(opts.profiles) or self.classified.profiles
         from advisor_core.engine.early import start_early
 
-        self._read_ahead = start_early(self.profile_paths, source=opts.source, jobs=opts.jobs, scheduler=opts.scheduler,
-                                       read_ahead=opts.read_ahead, pool=self.host.spec is not None,
-                                       rule_modules=[reg.cls.__module__ for reg in self.host.rules().values()])
+        start_early(self.profile_paths, source=opts.source, jobs=opts.jobs, scheduler=opts.scheduler,
+                    pool=self.host.spec is not None,
+                    rule_modules=[reg.cls.__module__ for reg in self.host.rules().values()])
         self.graph_paths = list(opts.graphs) or self.classified.graphs
         configs = [opts.config] if opts.config is not None else self.classified.configs
         if len(configs) > 1:
@@ -204,11 +202,6 @@ class Session:
 
                 result.summaries = report_summaries(self.run)
         finally:
-            if self._read_ahead:  # not claimed (the run failed first, or read its kernels otherwise): let it go
-                from advisor_core.loaders.readahead import discard
-
-                discard(self._read_ahead)
-                self._read_ahead = []
             if cluster is not None:
                 for rank in self.run or []:
                     rank.forget_op_view_loader()

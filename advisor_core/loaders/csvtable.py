@@ -50,7 +50,7 @@ import pyarrow.csv as pacsv
 from advisor_core.diagnostics import DiagnosticSink
 from advisor_core.textio import decode_utf8, probe_file
 
-if TYPE_CHECKING:  # pandas is imported where a frame is made: the Arrow read runs before it is (see loaders.readahead)
+if TYPE_CHECKING:  # pandas is imported where a frame is made: the Arrow read (what the op view uses) needs none
     import pandas as pd
 
 # Only what CANN and the frameworks write for "no value": a kernel may be named "None".

@@ -1,129 +1,50 @@
-"""What starts early: a lone rank's kernel table read ahead (claimed once, the same table and diagnostics), the worker
-server for several ranks."""
+"""What a session starts early: the worker server, for several ranks going to a pool; never an error."""
 
 from __future__ import annotations
 
-import shutil
-import threading
 from pathlib import Path
 
 import pytest
 
+from advisor_core.engine import rankwork
 from advisor_core.engine.early import start_early
-from advisor_core.engine.session import Session, SessionOptions
-from advisor_core.loaders import csvtable, readahead
-from advisor_core.loaders.kernels import KERNELS
 from advisor_core.simulate import simulate_scenario
 
 SETS = ("parallel_config.model_parallel=1", "parallel_config.pipeline_stage=1", "parallel_config.micro_batch_num=1")
 
 
 @pytest.fixture(scope="module")
-def lone_rank(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("readahead") / "ks"
-    simulate_scenario("kitchen-sink", out, ranks=1, layers=1, steps=2, sets=SETS, ground_truth=False)
+def two_ranks(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("early") / "two"
+    simulate_scenario("kitchen-sink", out, ranks=2, layers=1, steps=1, sets=SETS, ground_truth=False)
     return out / "profile"
 
 
 @pytest.fixture
-def kernel_reads(monkeypatch) -> list[tuple[str, ...]]:
-    """The thread each read of the kernel table ran on, then the columns it read."""
-    reads: list[tuple[str, ...]] = []
-    real = csvtable.read_csv_table
-
-    def counted(path, spec, columns, sink, **kw):  # type: ignore[no-untyped-def]
-        if spec is KERNELS:
-            reads.append((threading.current_thread().name, *(columns or ())))
-        return real(path, spec, columns, sink, **kw)
-
-    from advisor_core.loaders import registry
-
-    monkeypatch.setattr(csvtable, "read_csv_table", counted)  # what a read begun ahead calls
-    monkeypatch.setattr(registry, "read_csv_table", counted)  # what the loader calls
-    return reads
+def prewarmed(monkeypatch) -> list[tuple]:
+    calls: list[tuple] = []
+    monkeypatch.setattr(rankwork, "prewarm", lambda *a: calls.append(a))
+    return calls
 
 
-def _analyze(profile: Path, **opts) -> tuple[Session, list[tuple[str, str, float | None]]]:  # type: ignore[no-untyped-def]
-    session = Session([profile], SessionOptions(autoload_plugins=False, **opts))
-    result = session.analyze()
-    return session, [(f.code, f.title, f.saving_us) for f in result.findings]
+def test_several_ranks_for_a_pool_start_the_worker_server(two_ranks: Path, prewarmed: list[tuple]) -> None:
+    start_early([two_ranks], source="auto", jobs=2, scheduler=None, pool=True, rule_modules=["m"])
+    size = sum(p.stat().st_size for p in two_ranks.rglob("kernel_details.csv"))
+    assert prewarmed == [(2, size, 2, ["m"])]  # the rank count and kernel bytes pool_size decides on
 
 
-def test_the_op_view_claims_the_read_begun_ahead(lone_rank: Path, kernel_reads) -> None:
-    session, findings = _analyze(lone_rank, read_ahead=True)
-    assert len(kernel_reads) == 1 and kernel_reads[0][:4] == ("advisor-readahead-kernel_details.csv", "name", "type",
-                                                             "accelerator_core")
-    assert readahead._pending == {}
-    kernel_reads.clear()
-    _, without = _analyze(lone_rank, read_ahead=False)
-    assert [r[0] for r in kernel_reads] == ["MainThread"]
-    assert findings == without and findings  # the same table: the same verdicts
-    view = session.run.rank(session.run.rank_ids[0]).op_view()
-    assert (view.rows, view.steps) == (2240, 2)
-
-
-def test_the_read_s_diagnostics_are_said_once_where_the_loader_would(lone_rank: Path, tmp_path: Path) -> None:
-    from advisor_core.diagnostics import DiagnosticSink
-    from advisor_core.model.run import load_run
-
-    broken = tmp_path / "profile"
-    shutil.copytree(lone_rank, broken)
-    (csv,) = broken.rglob("kernel_details.csv")
-    with open(csv, "a") as fh:
-        fh.write("1,2,3\n")  # a row with the wrong number of fields
-    said = {}
-    for ahead in (True, False):
-        sink = DiagnosticSink()
-        rank = load_run(broken, sink=sink).rank(0)
-        if ahead:
-            readahead.begin(csv, KERNELS, ["name", "duration_us"])
-        before = len(list(sink))
-        table = rank.arrow_table("kernels", ["name", "duration_us"])
-        said[ahead] = ([d.message for d in list(sink)[before:]], table.num_rows)
-        assert readahead._pending == {}
-    assert said[True] == said[False] == (["kernel_details.csv: 1 row(s) with the wrong number of fields were skipped "
-                                          "(line 2242: expected 46 fields, got 3)"], 2240)
-
-
-def test_a_read_nobody_asks_for_is_not_handed_out(lone_rank: Path) -> None:
-    (csv,) = lone_rank.rglob("kernel_details.csv")
-    key = readahead.begin(csv, KERNELS, ["name", "duration_us"])
-    from advisor_core.diagnostics import DiagnosticSink
-
-    assert readahead.claim(csv, KERNELS, ["name"], DiagnosticSink()) is None  # other columns: read as usual
-    got = readahead.claim(csv, KERNELS, ["name", "duration_us"], DiagnosticSink())
-    assert got is not None and got.result.arrow.column_names == ["name", "duration_us"]
-    assert readahead.claim(csv, KERNELS, ["name", "duration_us"], DiagnosticSink()) is None  # claimed once
-    readahead.begin(csv, KERNELS, ["name"])
-    readahead.discard([key, readahead.key_of(csv, KERNELS, ["name"])])
-    assert readahead._pending == {}
-
-
-def test_nothing_is_read_ahead_for_a_pool_one_core_or_a_database(lone_rank: Path, tmp_path: Path, monkeypatch) -> None:
-    from advisor_core.engine import rankwork
-
-    prewarmed: list[tuple] = []
-    monkeypatch.setattr(rankwork, "prewarm", lambda *a: prewarmed.append(a))
-    assert start_early([lone_rank], source="auto", jobs=1, scheduler=None, read_ahead=True, pool=False) == []
-    assert start_early([lone_rank], source="auto", jobs=None, scheduler="local", read_ahead=True, pool=False) == []
-    two = tmp_path / "two"
-    simulate_scenario("kitchen-sink", two, ranks=2, layers=1, steps=1, sets=SETS, ground_truth=False)
-    assert start_early([two / "profile"], source="auto", jobs=None, scheduler=None, read_ahead=True, pool=False) == []
+def test_nothing_starts_for_one_core_dask_or_a_host_built_by_hand(two_ranks: Path, tmp_path: Path,
+                                                                  prewarmed: list[tuple]) -> None:
+    start_early([two_ranks], source="auto", jobs=1, scheduler=None, pool=True)
+    start_early([two_ranks], source="auto", jobs=None, scheduler="local", pool=True)
+    start_early([two_ranks], source="auto", jobs=2, scheduler=None, pool=False)
+    one = tmp_path / "one"
+    simulate_scenario("kitchen-sink", one, ranks=1, layers=1, steps=1, sets=SETS, ground_truth=False)
+    start_early([one / "profile"], source="auto", jobs=2, scheduler=None, pool=True)  # one rank: no pool
     assert prewarmed == []
-    # several ranks: the worker server starts instead, told the ranks' count and kernel bytes and the rule modules
-    assert start_early([two / "profile"], source="auto", jobs=2, scheduler=None, read_ahead=True, pool=True,
-                       rule_modules=["m"]) == []
-    size = sum(p.stat().st_size for p in (two / "profile").rglob("kernel_details.csv"))
-    assert prewarmed == [(2, size, 2, ["m"])]
-    db = tmp_path / "db"
-    simulate_scenario("kitchen-sink", db, ranks=1, layers=1, steps=1, sets=SETS, ground_truth=False, export="both")
-    assert start_early([db / "profile"], source="auto", jobs=None, scheduler=None, read_ahead=True, pool=False) == []
-    keys = start_early([db / "profile"], source="text", jobs=None, scheduler=None, read_ahead=True, pool=False)
-    assert len(keys) == 1
-    readahead.discard(keys)
 
 
-def test_a_head_start_that_fails_is_no_start(lone_rank: Path, monkeypatch) -> None:
+def test_a_head_start_that_fails_is_no_start(two_ranks: Path, prewarmed: list[tuple], monkeypatch) -> None:
     """Whatever goes wrong in the early discovery (a file gone between two looks) leaves the run as without it."""
     from advisor_core.discover import profiles
 
@@ -131,7 +52,5 @@ def test_a_head_start_that_fails_is_no_start(lone_rank: Path, monkeypatch) -> No
         raise FileNotFoundError("kernel_details.csv vanished")
 
     monkeypatch.setattr(profiles, "discover_profiles", gone)
-    assert start_early([lone_rank], source="auto", jobs=None, scheduler=None, read_ahead=True, pool=True) == []
-    monkeypatch.undo()
-    session, findings = _analyze(lone_rank, read_ahead=True)
-    assert findings
+    assert start_early([two_ranks], source="auto", jobs=2, scheduler=None, pool=True) is None
+    assert prewarmed == []
