@@ -7,13 +7,13 @@ import json
 import os
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 from typing import Any, TextIO
 
 from rich.console import Console
 
 from advisor_core.diagnostics import DiagnosticSink, Severity
+from advisor_core.report.wrap import wrap_text
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
 
@@ -27,21 +27,6 @@ def stdout_console(file: TextIO | None = None) -> Console:
 def stderr_console() -> Console:
     width = int(os.environ["ADVISOR_WIDTH"]) if os.environ.get("ADVISOR_WIDTH", "").isdigit() else None
     return Console(stderr=True, width=width, highlight=False)
-
-
-def wrap_text(text: str, width: int, *, lead: str = "", hang: str = "") -> str:
-    """``lead`` + ``text`` wrapped at spaces to ``width``, continuation lines indented by ``hang``.
-
-    A word (a path, a ``file:line``, a scenario name) is never cut: one longer than the line
-    overflows it whole. Each ``\\n`` of ``text`` starts a new paragraph.
-    """
-    width = max(width, 40)
-    lines: list[str] = []
-    for n, para in enumerate(text.split("\n")):
-        wrapped = textwrap.wrap(para, width=width, initial_indent=lead if n == 0 else hang, subsequent_indent=hang,
-                                break_long_words=False, break_on_hyphens=False) or [""]
-        lines += [wrapped[0]] + [w.lstrip() if len(w) > width >= len(w.lstrip()) else w for w in wrapped[1:]]
-    return "\n".join(lines)
 
 
 def print_wrapped(console: Console, text: str, *, lead: str = "", hang: str = "", style: str | None = None) -> None:

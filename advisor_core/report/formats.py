@@ -25,6 +25,7 @@ from advisor_core.report.base import (
     result_json,
 )
 from advisor_core.report.html import HtmlFormat
+from advisor_core.report.wrap import wrap_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from advisor_core.engine.runner import AnalysisResult
@@ -115,20 +116,8 @@ class TextFormat:
 
 
 def _wrapped(console: Console, text: str, *, lead: str = "", hang: str = "", style: str = "") -> None:
-    """``lead`` + ``text`` wrapped at spaces to the console's width, continuation lines indented by ``hang``.
-
-    A word is never cut: a ``file:line``, a scope or a pointer longer than the line overflows it
-    whole (the terminal folds it, a pipe or a file keeps it), where rich would fold it mid-token;
-    ``lead`` stays on the line of the first word.
-    """
-    width = max(console.width, 40)
-    lines: list[str] = []
-    for n, para in enumerate(text.split("\n")):
-        wrapped = textwrap.wrap(para, width=width, initial_indent=lead if n == 0 else hang, subsequent_indent=hang,
-                                break_long_words=False, break_on_hyphens=False) or [""]
-        # a word that fits the line only without the indent gets the whole line
-        lines += [wrapped[0]] + [w.lstrip() if len(w) > width >= len(w.lstrip()) else w for w in wrapped[1:]]
-    console.print(Text("\n".join(lines), style=style), soft_wrap=True)
+    """:func:`~advisor_core.report.wrap.wrap_text` of ``text`` at the console's width, printed as is."""
+    console.print(Text(wrap_text(text, console.width, lead=lead, hang=hang), style=style), soft_wrap=True)
 
 
 MIN_TITLE_WIDTH = 30  # narrower than this, the table gives way to one block per finding
