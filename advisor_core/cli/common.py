@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -92,3 +93,36 @@ def write_output(text: str, output: Path | None) -> None:
 
 def dump_json(data: Any) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False)
+
+
+@dataclass(frozen=True)
+class SavedReport:
+    """A saved ``analyze --format json`` report, as ``fix --from-report`` and ``compare --report`` use it."""
+
+    findings: list[Any]  # advisor_core.engine.findings.Finding, validated
+    inputs: dict[str, Any]  # what identifies the run it was made from; ``{}`` when the report has none
+
+
+def read_saved_report(path: Path) -> SavedReport:
+    """Read and validate a saved JSON report once; a usage error naming the file (and finding) when it is not one."""
+    import click
+
+    from advisor_core.engine.findings import Finding
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = data["findings"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise click.UsageError(f"{path}: not an advisor JSON report ({exc})") from None
+    keep = set(Finding.model_fields)
+    out = []
+    for i, f in enumerate(raw):
+        item = {k: v for k, v in f.items() if k in keep}
+        if "finding_rank" in f:
+            item["rank"] = f["finding_rank"]
+        try:
+            out.append(Finding.model_validate(item))
+        except Exception as exc:  # noqa: BLE001 - pydantic ValidationError; say which finding
+            raise click.UsageError(f"{path}: finding {i + 1} is not valid: {exc}") from None
+    inputs = data.get("inputs")
+    return SavedReport(out, inputs if isinstance(inputs, dict) else {})

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from advisor_core.cli.common import print_diagnostics, stderr_console, write_output
+from advisor_core.cli.common import print_diagnostics, read_saved_report, stderr_console, write_output
 from advisor_core.cli.engine_cmds import EXIT_ERROR, _codes, _host, _settings, plugin_options
 
 
@@ -41,7 +41,6 @@ def compare_command(before: Path, after: Path, before_config: Path | None, after
     measured change, new findings, the kernels whose time changed most, and the config
     diff. Exit code: 0 compared, 2 usage or input error.
     """
-    from advisor_core.cli.config_cmds import _findings_from_report
     from advisor_core.compare import compare_runs, render
     from advisor_core.compare.compare import ReportMismatch
     from advisor_core.engine.runner import SelectionError
@@ -54,8 +53,9 @@ def compare_command(before: Path, after: Path, before_config: Path | None, after
         raise click.UsageError(f"--output {output}: directory {output.parent} does not exist")
     settings = _settings(settings_file)
     host = _host(no_plugins, plugin_flags, settings)
-    acted_on = _findings_from_report(report) if report is not None else None
-    report_inputs = _report_inputs(report) if report is not None else None
+    saved = read_saved_report(report) if report is not None else None
+    acted_on = saved.findings if saved is not None else None
+    report_inputs = saved.inputs if saved is not None else None
     sessions = []
     for path, cfg, graphs in ((before, before_config, before_graphs), (after, after_config, after_graphs)):
         opts = SessionOptions(config=cfg, graphs=[graphs] if graphs else [], settings=settings, jobs=jobs)
@@ -75,15 +75,3 @@ def compare_command(before: Path, after: Path, before_config: Path | None, after
     if any(s.sink.has_errors for s in sessions) and (sessions[0].run is None or sessions[1].run is None):
         stderr_console().print("advisor: a side has no usable profile; nothing measured", markup=False)
         raise SystemExit(EXIT_ERROR)
-
-
-def _report_inputs(path: Path) -> dict:
-    """The ``inputs`` of a saved JSON report (what identifies the run it was made from; ``{}`` when absent)."""
-    import json
-
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}  # _findings_from_report has said what is wrong with it
-    inputs = data.get("inputs") if isinstance(data, dict) else None
-    return inputs if isinstance(inputs, dict) else {}

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from advisor_core.cli.common import print_diagnostics, stderr_console
+from advisor_core.cli.common import print_diagnostics, read_saved_report, stderr_console
 from advisor_core.cli.engine_cmds import (
     FAIL_ON,
     _codes,
@@ -175,7 +174,7 @@ def fix_command(paths: tuple[Path, ...], config: Path, profiles: tuple[Path, ...
         raise click.UsageError(f"--config {config}: file does not exist")
     settings = _settings(settings_file)
     if from_report is not None:
-        findings = _findings_from_report(from_report)
+        findings = read_saved_report(from_report).findings
         sink = DiagnosticSink()
     else:
         host = _host(no_plugins, plugin_flags, settings)
@@ -315,25 +314,4 @@ def _yaml_files(paths: tuple[Path, ...]) -> list[Path]:
                               and not any(part.startswith(".") for part in q.relative_to(p).parts)))
         else:
             out.append(p)
-    return out
-
-
-def _findings_from_report(path: Path) -> list[Any]:
-    from advisor_core.engine.findings import Finding
-
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        raw = data["findings"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise click.UsageError(f"{path}: not an advisor JSON report ({exc})") from None
-    keep = set(Finding.model_fields)
-    out = []
-    for i, f in enumerate(raw):
-        item = {k: v for k, v in f.items() if k in keep}
-        if "finding_rank" in f:
-            item["rank"] = f["finding_rank"]
-        try:
-            out.append(Finding.model_validate(item))
-        except Exception as exc:  # noqa: BLE001 - pydantic ValidationError; say which finding
-            raise click.UsageError(f"{path}: finding {i + 1} is not valid: {exc}") from None
     return out
