@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,15 +11,15 @@ import pandas as pd
 from advisor_core.analyses.steady import steady_steps, step_stats
 from advisor_core.analyses.step_time import step_breakdown
 from advisor_core.compare.model import Breakdown, StepStats
+from advisor_core.opview.names import fold_layer_index
 
-_LAYER_ITEM = re.compile(r"/\d+-(\w+)(?=/|$)")
 _COMPONENTS = {"computing": "computing_us", "communication_not_overlapped": "communication_not_overlapped_us",
                "free": "free_us", "preparing": "preparing_us"}
 
 
 def cell_key(forward_cell: str | None, name: str) -> str:
     """A cell with its decoder-layer index folded (``…/N-LLamaDecodeLayer/…``): one key for every layer."""
-    return _LAYER_ITEM.sub(r"/N-\1", forward_cell or name)
+    return fold_layer_index(forward_cell or name)
 
 
 def short_cell(cell: str) -> str:

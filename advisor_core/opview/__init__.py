@@ -17,7 +17,7 @@ from typing import Any
 _WHERE = {
     "cell_path_in_layer": "names", "forward_cell": "names", "kernel_cell": "names", "kernel_scope": "names",
     "layer_of_scope": "names", "layer_prefix": "names", "op_primitive": "names", "pattern_for": "names",
-    "describe_name": "names", "COMM_CORE_NAMES": "names",
+    "describe_name": "names", "COMM_CORE_NAMES": "names", "fold_layer_index": "names", "LAYER_ITEM": "names",
     "norm_format": "tensors", "parse_dtypes": "tensors", "parse_formats": "tensors", "parse_shapes": "tensors",
     "OpView": "view", "Timeline": "view",
 }

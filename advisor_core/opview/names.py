@@ -27,6 +27,8 @@ _WRAPPER_PREFIXES = ("network-", "_backbone-", "_VirtualDatasetCell")
 
 
 _OP_SEG_FULL = re.compile(r"[A-Za-z]\w*-op\d+")
+# A decoder layer's list item inside a path, ``/3-LLamaDecodeLayer``: what :func:`fold_layer_index` folds.
+LAYER_ITEM = re.compile(r"/\d+-(\w+)(?=/|$)")
 
 
 class NameParts(NamedTuple):
@@ -157,6 +159,12 @@ def cell_path_in_layer(scope: str | None) -> tuple[str, ...]:
         if m and not _OP_SEG.match(seg):
             out.append(m.group("attr"))
     return tuple(out)
+
+
+def fold_layer_index(path: str) -> str:
+    """``…/layers-CellList/3-LLamaDecodeLayer/…`` → ``…/layers-CellList/N-LLamaDecodeLayer/…``: one cell of every layer
+    under one name (pandas' ``str.replace`` takes :data:`LAYER_ITEM` and ``r"/N-\\1"`` for a column)."""
+    return LAYER_ITEM.sub(r"/N-\1", path)
 
 
 def layer_prefix(scope: str | None) -> str | None:

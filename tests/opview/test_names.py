@@ -65,3 +65,14 @@ def test_a_decoder_layer_kernel() -> None:
 def test_generated_names_parse_the_same(segs: list[str]) -> None:
     name = "/".join(segs)
     assert tuple(describe_name(name)) == _separately(name)
+
+
+def test_fold_layer_index_names_one_cell_of_every_layer() -> None:
+    from advisor_core.opview.names import fold_layer_index
+
+    a = "Default/network-M/layers-CellList/3-LLamaDecodeLayer/attention-LLamaAttention/wq-Linear"
+    b = "Default/network-M/layers-CellList/17-LLamaDecodeLayer/attention-LLamaAttention/wq-Linear"
+    assert fold_layer_index(a) == fold_layer_index(b) == \
+        "Default/network-M/layers-CellList/N-LLamaDecodeLayer/attention-LLamaAttention/wq-Linear"
+    assert fold_layer_index("Default/3-x") == "Default/N-x"  # the last segment too
+    assert fold_layer_index("Default/op3-x/a3-b") == "Default/op3-x/a3-b"  # not a list item

@@ -77,7 +77,14 @@ from advisor_rules._common.pipeline import (
     stage_evidence,
     stage_representatives,
 )
-from advisor_rules._common.scopes import cell_path_in_layer, layer_of_scope, layer_prefix, pattern_for
+from advisor_rules._common.scopes import (
+    LAYER_ITEM,
+    cell_path_in_layer,
+    fold_layer_index,
+    layer_of_scope,
+    layer_prefix,
+    pattern_for,
+)
 from advisor_rules._common.units import (
     ASSUMED_CUBE_TFLOPS,
     ASSUMED_HBM_GBPS,
@@ -123,7 +130,9 @@ __all__ = [
     "PRECISION",
     "StageEvidence",
     "Wait",
+    "LAYER_ITEM",
     "cell_path_in_layer",
+    "fold_layer_index",
     "data_bound_effect",
     "data_bound_headroom",
     "data_wait",

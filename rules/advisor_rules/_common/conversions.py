@@ -10,9 +10,10 @@ the dtype or format pairs they convert.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from advisor_core.opview.names import fold_layer_index
 
 if TYPE_CHECKING:  # pragma: no cover - heavy imports are made where used
     import pandas as pd
@@ -29,7 +30,6 @@ CONVERSION_LAUNCH_US = 2.0
 
 CAST_TYPES = ("Cast",)
 TRANSDATA_TYPES = ("TransData", "TransDataRNN")
-_LAYER_ITEM = re.compile(r"/\d+-(\w+)(?=/|$)")
 
 
 @dataclass
@@ -114,7 +114,7 @@ def _conversion_time(rank: Any, view: Any, ops: pd.DataFrame, kind: str) -> Conv
         text = cell or name
         where = where_of.get(text)
         if where is None:
-            where = where_of[text] = _LAYER_ITEM.sub(r"/N-\1", text)
+            where = where_of[text] = fold_layer_index(text)
         t, layers = cells.get(where, (0.0, set()))
         cells[where] = (t + t_op, layers | ({int(layer)} if pd.notna(layer) else set()))
     out.places = sorted(((c, t, sorted(ls)) for c, (t, ls) in cells.items()), key=lambda x: -x[1])

@@ -14,19 +14,16 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from advisor_core.opview.names import forward_cell
+from advisor_core.opview.names import LAYER_ITEM, fold_layer_index, forward_cell
 from advisor_rules._common.pipeline import one_f_one_b_step_saving, stage_busy_and_micro, stage_representatives
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-_LAYER_SEG = re.compile(r"/\d+-(\w+)(?=/|$)")
-
-
 def fold_layer(scope: str) -> str:
     """A cell or op scope with its decoder-layer index folded and a recompute copy's prefix dropped:
     ``…/layers-CellList/3-LLamaDecodeLayer/…`` → ``…/layers-CellList/N-LLamaDecodeLayer/…``."""
-    return _LAYER_SEG.sub(r"/N-\1", scope.removeprefix("recompute_"))
+    return fold_layer_index(scope.removeprefix("recompute_"))
 
 
 def finding_ops(finding: Any, note: str | None = None) -> list[str]:
@@ -48,7 +45,7 @@ def primitive_of(name: str) -> str:
 def in_cells(ops: pd.DataFrame, cells: set[str]) -> pd.Series:
     """Mask of the op view's ops whose forward cell (layer folded) is one of ``cells``."""
     folded = ops["forward_cell"].fillna("").astype(str).str.replace("^recompute_", "", regex=True)
-    return folded.str.replace(_LAYER_SEG, r"/N-\1", regex=True).isin(cells)
+    return folded.str.replace(LAYER_ITEM, r"/N-\1", regex=True).isin(cells)
 
 
 def stage_measure(ctx: Any, per_stage: Callable[[int, Any, Any], float | None]) -> float | None:

@@ -6,6 +6,13 @@ distinct kernel); rules import it from here.
 
 from __future__ import annotations
 
-from advisor_core.opview.names import cell_path_in_layer, layer_of_scope, layer_prefix, pattern_for
+from advisor_core.opview.names import (
+    LAYER_ITEM,
+    cell_path_in_layer,
+    fold_layer_index,
+    layer_of_scope,
+    layer_prefix,
+    pattern_for,
+)
 
-__all__ = ["cell_path_in_layer", "layer_of_scope", "layer_prefix", "pattern_for"]
+__all__ = ["LAYER_ITEM", "cell_path_in_layer", "fold_layer_index", "layer_of_scope", "layer_prefix", "pattern_for"]

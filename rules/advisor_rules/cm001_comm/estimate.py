@@ -7,12 +7,11 @@ import re
 from typing import Any
 
 from advisor_core.engine import RuleContext
-from advisor_rules._common import kernel_cell, kernel_scope
+from advisor_rules._common import fold_layer_index, kernel_cell, kernel_scope
 from advisor_rules.cm001_comm.chains import COMM_OPS, Chain
 
 # Ops a tensor redistribution is made of (MindSpore's TensorRedistribution): collectives and data movement.
 _REDIS_OP = re.compile(r"/(AllGather|AllToAll|AlltoAll|AlltoAllV|ReduceScatter|Split|SplitV|Concat|StridedSlice|Slice)-op\d+$")
-_LAYER_INDEX = re.compile(r"/\d+-(\w+)(?=/|$)")
 
 
 def chain_cost(view: Any, ch: Chain, others: set[str]) -> tuple[float, int]:
@@ -78,4 +77,4 @@ def bytes_estimate(ctx: RuleContext, ch: Chain, hccs_gbps: float) -> float:
 
 def _any_layer(scope: str) -> str:
     """A scope with its decoder-layer index blanked, so one layer's graph matches every layer's kernels."""
-    return _LAYER_INDEX.sub(r"/N-\1", scope)
+    return fold_layer_index(scope)
