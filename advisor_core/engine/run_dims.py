@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from advisor_core.config.parameter_names import OPTIMIZER_STATE_PREFIXES
+
 NORM_KERNELS = ("RmsNorm", "LayerNorm", "LayerNormV3", "AddRmsNorm")
 #: IR dumps of at most this many ranks are read (first, last and evenly between).
 MAX_IR_RANKS = 4
@@ -35,7 +37,6 @@ _FFN_ROW = re.compile(r"feed_forward\.w2\.weight$")
 _ATTN_ROW = re.compile(r"attention\.wo\.weight$")
 _FFN_COL = re.compile(r"feed_forward\.w[13]\.weight$")
 _VOCAB = re.compile(r"(?:^|\.)(?:tok_embeddings\.embedding_weight|word_embeddings\.embedding_table|lm_head\.weight)$")
-_OPTIMIZER = ("adam_m.", "adam_v.", "moment1.", "moment2.", "accu_grads.")
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ def _from_ir(ir: Any, shape: RunShape) -> None:
         for p in parsed.params or []:
             name = p.name or ""
             dims = getattr(p.type, "shape", None) if p.type is not None else None
-            if name.startswith(_OPTIMIZER):
+            if name.startswith(OPTIMIZER_STATE_PREFIXES):
                 continue
             m = _LAYER.search(name)
             if m:

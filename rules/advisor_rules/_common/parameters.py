@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-_OPTIMIZER_PREFIXES = ("adam_m.", "adam_v.", "moment1.", "moment2.", "accu_grads.", "global_step", "learning_rate",
-                       "scale_sense", "beta1_power", "beta2_power", "current_iterator_step", "last_overflow_iterator_step",
-                       "epoch_num", "step_num", "loss_scale")
+from advisor_core.config.parameter_names import NOT_WEIGHT_PREFIXES
 
 
 def is_model_weight(name: str) -> bool:
     """A trainable model parameter name (not an optimizer state, counter or loss-scale value)."""
-    return "." in name and not name.startswith(_OPTIMIZER_PREFIXES)
+    return "." in name and not name.startswith(NOT_WEIGHT_PREFIXES)
 
 
 # Parameters that are state, not weights: BatchNorm's running statistics (no gradient).
