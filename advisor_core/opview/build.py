@@ -114,10 +114,10 @@ def _codes(col: pa.ChunkedArray) -> tuple[np.ndarray, int]:
         col = col.dictionary_encode()
     col = col.unify_dictionaries() if col.num_chunks > 1 else col
     size = max((len(c.dictionary) for c in col.chunks), default=0)
-    parts = [(pc.fill_null(c.indices, -1) if c.null_count else c.indices).to_numpy(zero_copy_only=False)
-             for c in col.chunks]
-    codes = np.concatenate(parts) if parts else np.zeros(0, np.int32)
-    return codes, size
+    if col.num_chunks == 0:
+        return np.zeros(0, np.int32), size
+    indices = col.combine_chunks().indices  # one array, not a conversion per CSV block (130 at 1 M rows)
+    return (pc.fill_null(indices, -1) if indices.null_count else indices).to_numpy(zero_copy_only=False), size
 
 
 def _group_ids(codes: list[tuple[np.ndarray, int]], n: int) -> tuple[np.ndarray, np.ndarray]:
