@@ -64,12 +64,14 @@ from advisor_rules._common.measure import (
     primitive_of,
     selected_time,
     stage_measure,
+    stages_step_time,
 )
 from advisor_rules._common.parameters import ir_parameters, is_model_weight, llama_parameters, trainable_parameters
 from advisor_rules._common.pipeline import (
     StageEvidence,
     fill_stages_without_ir,
     ir_dumps_for,
+    micro_batches_per_step,
     one_f_one_b_step_saving,
     pipeline_micro_batches,
     pipeline_stage_of,
@@ -108,6 +110,7 @@ __all__ = [
     "primitive_of",
     "selected_time",
     "stage_measure",
+    "stages_step_time",
     "Outlier",
     "high_outliers",
     "low_outliers",
@@ -152,6 +155,7 @@ __all__ = [
     "llama_parameters",
     "one_f_one_b_step_saving",
     "pattern_for",
+    "micro_batches_per_step",
     "pipeline_micro_batches",
     "pipeline_stage_of",
     "plain",

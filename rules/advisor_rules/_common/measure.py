@@ -15,7 +15,12 @@ import re
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from advisor_core.opview.names import LAYER_ITEM, fold_layer_index, forward_cell
-from advisor_rules._common.pipeline import one_f_one_b_step_saving, stage_busy_and_micro, stage_representatives
+from advisor_rules._common.pipeline import (
+    micro_batches_per_step,
+    one_f_one_b_step_saving,
+    stage_busy_and_micro,
+    stage_representatives,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -58,24 +63,30 @@ def stage_measure(ctx: Any, per_stage: Callable[[int, Any, Any], float | None]) 
     cfg = ctx.config
     pp = cfg.pipeline_stages if cfg is not None else 1
     reps = stage_representatives(ctx.run, pp, cfg.device_count if cfg is not None else None)
-    times: dict[int, float] = {}
-    busy: dict[int, float] = {}
-    micros: list[int] = []
+    measured: dict[int, tuple[Any, float]] = {}
     for stage, rank in reps:
         view = rank.op_view()
         if view is None or view.ops.empty:
             continue
         value = per_stage(stage, rank, view)
-        if value is None:
-            continue
-        times[stage] = float(value)
+        if value is not None:
+            measured[stage] = (rank, float(value))
+    return stages_step_time(ctx, measured)
+
+
+def stages_step_time(ctx: Any, measured: dict[int, tuple[Any, float]]) -> float | None:
+    """Step time of ``measured``: stage → (its representative rank, kernel µs per step there), combined as the
+    estimates are (1F1B over the stages' busy times and the micro batches); ``None`` when nothing was measured."""
+    if not measured:
+        return None
+    busy: dict[int, float] = {}
+    counted: list[int | None] = []
+    for stage, (rank, _) in measured.items():
         b, m = stage_busy_and_micro(rank)
         busy[stage] = b or 0.0
-        micros.append(m or 1)
-    if not times:
-        return None
-    micro = max(cfg.micro_batch_num, 1) if cfg is not None and cfg.pipeline_stages > 1 else max(micros or [1])
-    return one_f_one_b_step_saving(times, busy, micro)
+        counted.append(m)
+    times = {stage: value for stage, (_, value) in measured.items()}
+    return one_f_one_b_step_saving(times, busy, micro_batches_per_step(ctx.config, counted))
 
 
 def selected_time(view: Any, mask: pd.Series) -> float:

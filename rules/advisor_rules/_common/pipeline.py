@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from advisor_rules._common.kernels import (
     kernel_fixed_cost_us,
@@ -159,10 +159,15 @@ def stage_evidence(ctx: Any, *, launches: bool = False) -> list[StageEvidence]:
 
 def pipeline_micro_batches(ctx: Any, units: list[StageEvidence]) -> int:
     """Micro batches per step: ``micro_batch_num`` under pipeline parallel, else the kernels' launch counts."""
-    cfg = ctx.config
+    return micro_batches_per_step(ctx.config, [u.micro for u in units])
+
+
+def micro_batches_per_step(cfg: Any, counted: Iterable[int | None]) -> int:
+    """``micro_batch_num`` under pipeline parallel, else the most of the stages' counted micro batches
+    (:func:`stage_busy_and_micro`; 1 when none was counted)."""
     if cfg is not None and cfg.pipeline_stages > 1:
         return max(cfg.micro_batch_num, 1)
-    return max([u.micro for u in units if u.micro] or [1])
+    return max([m for m in counted if m] or [1])
 
 
 def fill_stages_without_ir(ctx: Any, cost: dict[int, float], units: list[StageEvidence]) -> None:

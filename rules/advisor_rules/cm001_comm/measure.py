@@ -11,10 +11,10 @@ without a parallel IR nothing is measured.
 
 from __future__ import annotations
 
+from typing import Any
 
 from advisor_core.engine import Finding, Measure, RuleContext
-from advisor_rules._common import one_f_one_b_step_saving, stage_busy_and_micro, stage_representatives
-from advisor_rules._common import finding_ops, fold_layer
+from advisor_rules._common import finding_ops, fold_layer, stage_representatives, stages_step_time
 from advisor_rules.cm001_comm.chains import find_chains
 from advisor_rules.cm001_comm.estimate import chain_cost
 
@@ -32,27 +32,20 @@ def redistribution_measure(ctx: RuleContext, finding: Finding) -> Measure | None
            if ir is not None]
     if not irs:
         return None
-    costs: dict[int, float] = {}
-    busy: dict[int, float] = {}
-    micros: list[int] = []
+    costs: dict[int, tuple[Any, float]] = {}  # stage → (its rank, the chain's kernel µs per step)
     for stage, rank in reps:
         view = rank.op_view()
         if view is None:
             continue
         rd = by_rank.get(rank.rank_id)
         own = (ctx.ir_graph("parallel", rd) or ctx.ir_graph("frontend", rd)) if rd is not None else None
-        costs[stage] = 0.0
+        costs[stage] = (rank, 0.0)
         for ir in ([own] if own is not None else irs):
             chains, others = find_chains(ir)
             match = [c for c in chains.values() if c.consumer is not None
                      and fold_layer(c.consumer.scope or "") in consumer]
             if match:
-                costs[stage] = sum(chain_cost(view, c, others)[0] for c in match)
+                costs[stage] = (rank, sum(chain_cost(view, c, others)[0] for c in match))
                 break
-        b, m = stage_busy_and_micro(rank)
-        busy[stage] = b or 0.0
-        micros.append(m or 1)
-    if not costs:
-        return None
-    micro = max(cfg.micro_batch_num, 1) if cfg is not None and cfg.pipeline_stages > 1 else max(micros or [1])
-    return Measure("redistribution kernels of the finding's chain, per step", one_f_one_b_step_saving(costs, busy, micro))
+    value = stages_step_time(ctx, costs)
+    return None if value is None else Measure("redistribution kernels of the finding's chain, per step", value)
