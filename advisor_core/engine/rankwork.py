@@ -210,19 +210,16 @@ def _context() -> Any:
     return ctx
 
 
-def prewarm(rank_count: int, kernel_size: int, workers: int | None, rule_modules: Sequence[str] = ()) -> None:
-    """Start the worker server in the background when the units will run in a pool.
+def prewarm(ranks: Sequence[Any], workers: int | None, rule_modules: Sequence[str] = ()) -> None:
+    """Start the worker server in the background when the units of ``ranks`` will run in a pool.
 
-    ``rank_count`` ranks with ``kernel_size`` bytes of kernel tables (what :func:`pool_size`
-    decides on). Starting it (a fresh interpreter importing pandas and pyarrow, and
-    ``rule_modules``, the modules the client's rules come from, so each worker forks with
-    them imported) takes most of a second; begun as soon as the ranks are found, it
-    overlaps the client's own set-up.
+    Starting it (a fresh interpreter importing pandas and pyarrow, and ``rule_modules``, the
+    modules the client's rules come from, so each worker forks with them imported) takes
+    most of a second; begun as soon as the ranks are known, it overlaps the client's own set-up.
     """
     global _preload_rules
-    if pool_size_for(rank_count, lambda: kernel_size, workers) <= 1 or not _main_is_importable():
+    if pool_size(ranks, workers) <= 1 or not _main_is_importable():
         return
-    import threading
     from multiprocessing import forkserver
 
     _preload_rules = tuple(sorted(set(rule_modules)))
@@ -232,14 +229,10 @@ def prewarm(rank_count: int, kernel_size: int, workers: int | None, rule_modules
 
 def pool_size(ranks: Sequence[Any], workers: int | None) -> int:
     """Worker processes the units of ``ranks`` get (1: this process); see :func:`run_rank_units`."""
-    return pool_size_for(len(ranks), lambda: kernel_bytes(ranks), workers)
-
-
-def pool_size_for(rank_count: int, kernel_size: Callable[[], int], workers: int | None) -> int:
-    """:func:`pool_size` from the rank count and (asked only when ``workers`` is ``None``) the kernel bytes."""
+    n = len(ranks)
     if workers is None:
-        workers = default_workers() if rank_count > 1 and kernel_size() >= AUTO_PARALLEL_MIN_BYTES else 1
-    return max(1, min(workers, rank_count))
+        workers = default_workers() if n > 1 and kernel_bytes(ranks) >= AUTO_PARALLEL_MIN_BYTES else 1
+    return max(1, min(workers, n))
 
 
 def default_workers() -> int:

@@ -65,11 +65,6 @@ class Session:
         )
         self.classified = classify_inputs([Path(p) for p in paths], self.sink, plugin_classifier=self.host.classify)
         self.profile_paths = list(opts.profiles) or self.classified.profiles
-        from advisor_core.engine.early import start_early
-
-        start_early(self.profile_paths, source=opts.source, jobs=opts.jobs, scheduler=opts.scheduler,
-                    pool=self.host.spec is not None,
-                    rule_modules=[reg.cls.__module__ for reg in self.host.rules().values()])
         self.graph_paths = list(opts.graphs) or self.classified.graphs
         configs = [opts.config] if opts.config is not None else self.classified.configs
         if len(configs) > 1:
@@ -100,6 +95,11 @@ class Session:
 
             self._run = load_run(*self.profile_paths, sink=self.sink, loaders=self._loaders(), report_empty=True,
                                  source=self.options.source)
+            if self.host.spec is not None and not self.options.scheduler:
+                from advisor_core.engine.rankwork import prewarm
+
+                prewarm(list(self._run), self.options.jobs,
+                        rule_modules=[reg.cls.__module__ for reg in self.host.rules().values()])
         if self.graph_paths:
             from advisor_core.ir.dumps import find_ir_dumps
 
