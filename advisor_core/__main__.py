@@ -8,6 +8,6 @@ import sys
 if sys.path and sys.path[0] in ("", os.getcwd()):
     del sys.path[0]
 
-from advisor_core.cli import main  # noqa: E402
+from advisor_core.cli import run_main  # noqa: E402
 
-sys.exit(main())
+run_main()

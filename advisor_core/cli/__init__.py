@@ -97,8 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_OK
 
 
-def run_main() -> None:  # pragma: no cover - thin wrapper
-    sys.exit(main())
+def run_main() -> None:
+    """The ``advisor`` console script and ``python -m advisor_core``: :func:`main`, then the process ends
+    without the interpreter's teardown (see :mod:`advisor_core.cli.process_exit`)."""
+    from advisor_core.cli.process_exit import arm, exit_after_handlers
+
+    arm()
+    exit_after_handlers(main())
 
 
 if __name__ == "__main__":  # pragma: no cover
