@@ -151,21 +151,26 @@ def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs:
     these; --profile/--graphs/--config override. Exit code: 0 no finding at or
     above --fail-on, 1 findings, 2 usage or input error (or a plugin/rule failed).
     """
+    from advisor_core.engine.readahead import read_ahead
+
+    settings = _settings(settings_file)
+    if not paths and not profiles and not graphs and not config:
+        raise click.UsageError("give at least one PATH (or --profile/--graphs/--config)")
+    scheduler = scheduler or os.environ.get("ADVISOR_SCHEDULER") or settings.scheduler
+    # a lone rank's kernel table is read on Arrow's threads while the rest (pandas, the plugins) imports
+    ahead = read_ahead(list(profiles) or list(paths), source=source, jobs=jobs, scheduler=scheduler)
+
     from advisor_core.engine.dask_units import SchedulerError
     from advisor_core.engine.runner import SelectionError
     from advisor_core.engine.session import Session, SessionOptions
     from advisor_core.report.base import RenderContext
 
-    settings = _settings(settings_file)
-    if not paths and not profiles and not graphs and not config:
-        raise click.UsageError("give at least one PATH (or --profile/--graphs/--config)")
     host = _host(no_plugins, plugin_flags, settings)
     check_output_flags(host, fmt or settings.format, output)
     session = Session(
         list(paths),
         SessionOptions(profiles=list(profiles), graphs=list(graphs), config=config, settings=settings, jobs=jobs,
-                       scheduler=scheduler or os.environ.get("ADVISOR_SCHEDULER") or settings.scheduler,
-                       scheduler_timeout=scheduler_timeout, source=source),
+                       scheduler=scheduler, scheduler_timeout=scheduler_timeout, source=source, read_ahead=ahead),
         host=host,
     )
     sel = _codes(select)

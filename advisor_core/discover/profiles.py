@@ -90,12 +90,30 @@ def _split_ascend_name(name: str) -> tuple[str | None, int | None, str | None]:
     return host or None, pid, ts
 
 
+class _EnoughSources(Exception):
+    """The walk found more sources than its caller wants to know of."""
+
+
+class _SourceList(list):  # type: ignore[type-arg]
+    """The walk's sources; appending past ``limit`` ends the walk (:class:`_EnoughSources`)."""
+
+    def __init__(self, limit: int | None) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def append(self, src: "RankSource") -> None:
+        super().append(src)
+        if self.limit is not None and len(self) > self.limit:
+            raise _EnoughSources
+
+
 class _Walker:
-    def __init__(self, sink: DiagnosticSink, patterns: tuple[ArtifactPattern, ...] = ()) -> None:
+    def __init__(self, sink: DiagnosticSink, patterns: tuple[ArtifactPattern, ...] = (),
+                 limit: int | None = None) -> None:
         self.sink = sink
         self.patterns = patterns
         self.seen: set[str] = set()
-        self.sources: list[RankSource] = []
+        self.sources: list[RankSource] = _SourceList(limit)
         self.cluster_files: dict[str, Path] = {}
 
     def add_file(self, path: Path) -> None:
@@ -264,6 +282,25 @@ def _identify(src: RankSource, sink: DiagnosticSink) -> tuple[int | None, str, d
         )
         return dr, "directory name", info
     return None, "assumed", info
+
+
+def lone_source(paths: Sequence[Path]) -> RankSource | None:
+    """The one profiled rank under ``paths``, found without the rest of discovery (identity, metadata,
+    diagnostics); ``None`` when there are none or several. The walk stops at the second rank, so asking
+    costs little even of a cluster's directory."""
+    walker = _Walker(DiagnosticSink(), limit=1)
+    try:
+        for p in paths:
+            p = Path(p)
+            if p.is_file():
+                walker.add_file(p)
+            elif is_dir_safe(p):
+                walker.walk(p, 0)
+    except _EnoughSources:
+        return None
+    except OSError:
+        return None
+    return walker.sources[0] if len(walker.sources) == 1 else None
 
 
 def discover_profiles(

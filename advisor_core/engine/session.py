@@ -47,6 +47,8 @@ class SessionOptions:
     baseline: bool = False
     # the config already parsed by the caller (``advisor lint`` parses each file to tell YAML from not): not parsed twice
     config_document: Any = None
+    # reads the caller began ahead (``advisor analyze``; see engine.readahead): let go at the end of ``analyze``
+    read_ahead: Sequence[Any] = ()
 
 
 class Session:
@@ -65,6 +67,7 @@ class Session:
         )
         self.classified = classify_inputs([Path(p) for p in paths], self.sink, plugin_classifier=self.host.classify)
         self.profile_paths = list(opts.profiles) or self.classified.profiles
+        self._read_ahead: list[Any] = list(opts.read_ahead)
         self.graph_paths = list(opts.graphs) or self.classified.graphs
         configs = [opts.config] if opts.config is not None else self.classified.configs
         if len(configs) > 1:
@@ -202,6 +205,11 @@ class Session:
 
                 result.summaries = report_summaries(self.run)
         finally:
+            if self._read_ahead:  # not claimed (the run failed first, or read its kernels otherwise): let it go
+                from advisor_core.loaders.readahead import discard
+
+                discard(self._read_ahead)
+                self._read_ahead = []
             if cluster is not None:
                 for rank in self.run or []:
                     rank.forget_op_view_loader()

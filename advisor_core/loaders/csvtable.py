@@ -38,17 +38,20 @@ import csv
 import io
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from advisor_core.diagnostics import DiagnosticSink
 from advisor_core.textio import decode_utf8, probe_file
+
+if TYPE_CHECKING:  # pandas is imported where a frame is made: the Arrow read runs before it is (see loaders.readahead)
+    import pandas as pd
 
 # Only what CANN and the frameworks write for "no value": a kernel may be named "None".
 NULL_VALUES = ["N/A", ""]
@@ -222,6 +225,8 @@ def _arrow_type(kind: str, dictionary: bool = False) -> pa.DataType:
 
 
 def _pandas_dtype(kind: str):  # type: ignore[no-untyped-def]
+    import pandas as pd
+
     if kind in ("str", "shape"):
         return pd.StringDtype("pyarrow")
     if kind in ("int", "id", "ts_us"):
@@ -287,6 +292,8 @@ def _convert_column(
     if kind == "ts_us":
         converted, bad = _strings_to_ns(arr)
     else:
+        import pandas as pd
+
         target = pa.int64() if kind in ("int", "id") else pa.float64()
         trimmed = pc.utf8_trim_whitespace(arr)
         as_num = pd.to_numeric(pd.Series(trimmed.to_pylist(), dtype="object"), errors="coerce")
@@ -417,6 +424,8 @@ def read_csv_table(
     nrows = table.num_rows if table is not None else 0
     if arrow:
         return _arrow_result(table, plan, missing, spec, nrows, wanted_names, len(invalid), path, sink, what)
+    import pandas as pd
+
     out: dict[str, pd.Series] = {}
     for canon, h, kind in plan:
         col = _finish_column(table.column(h), kind, h, path, sink, what)  # type: ignore[union-attr]
@@ -476,11 +485,15 @@ def _arrow_result(table: pa.Table | None, plan: list[tuple[str, str, str]], miss
     return CsvReadResult(None, missing=missing, skipped_rows=skipped, arrow=out.unify_dictionaries())
 
 
-_TYPES_MAPPER = {
-    pa.string(): pd.StringDtype("pyarrow"),
-    pa.large_string(): pd.StringDtype("pyarrow"),
-    pa.int64(): pd.Int64Dtype(),
-}.get
+@lru_cache(maxsize=1)
+def _types_mapper() -> Any:
+    import pandas as pd
+
+    return {
+        pa.string(): pd.StringDtype("pyarrow"),
+        pa.large_string(): pd.StringDtype("pyarrow"),
+        pa.int64(): pd.Int64Dtype(),
+    }.get
 
 
 def _line_of_row(path: Path, text: str) -> int | None:
@@ -496,7 +509,7 @@ def _line_of_row(path: Path, text: str) -> int | None:
 
 
 def _to_series(col: pa.ChunkedArray, kind: str) -> pd.Series:
-    series = col.to_pandas(types_mapper=_TYPES_MAPPER)
+    series = col.to_pandas(types_mapper=_types_mapper())
     if kind == "float" and series.dtype != "float64":
         series = series.astype("float64")
     return series.reset_index(drop=True)

@@ -22,7 +22,7 @@ from advisor_core.discover.artifacts import ArtifactPattern
 from advisor_core.loaders import communication as comm
 from advisor_core.loaders import device_queue as dql
 from advisor_core.loaders import minddata as mdl
-from advisor_core.loaders import steps
+from advisor_core.loaders import readahead, steps
 from advisor_core.loaders.csvtable import CsvTableSpec, count_rows, read_csv_table, read_header
 from advisor_core.loaders.kernels import KERNEL_DEFAULT_COLUMNS, KERNELS, OP_STATISTIC
 from advisor_core.loaders.misc_tables import (
@@ -101,7 +101,8 @@ def _csv_loader(
 
     def read_arrow(path: Path, kind: str, columns: Sequence[str] | None, sink: DiagnosticSink) -> pa.Table | None:
         cols = columns if columns is not None else default_columns
-        res = read_csv_table(path, spec, cols, sink, what=path.name, arrow=True)
+        ahead = readahead.claim(path, spec, cols, sink)
+        res = ahead.result if ahead is not None else read_csv_table(path, spec, cols, sink, what=path.name, arrow=True)
         return None if res is None else res.arrow
 
     def available(path: Path, kind: str, sink: DiagnosticSink) -> list[str] | None:

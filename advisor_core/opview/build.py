@@ -25,24 +25,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from advisor_core.opview.columns import SIGNATURE_COLUMNS, op_view_columns
 from advisor_core.opview.names import describe_name
 from advisor_core.opview.tensors import norm_format, parse_dtypes, parse_formats, parse_shapes
 from advisor_core.opview.view import COMM_CORE_NAMES, OpView, Timeline
 
-# Columns that tell one op from another (whichever the file has).
-SIGNATURE_COLUMNS: tuple[str, ...] = (
-    "name",
-    "type",
-    "accelerator_core",
-    "stream_id",
-    "input_shapes",
-    "input_dtypes",
-    "input_formats",
-    "output_shapes",
-    "output_dtypes",
-    "output_formats",
-)
-TIMELINE_COLUMNS: tuple[str, ...] = ("start_ns", "duration_us", "step_id")
 TEXT_COLUMNS = tuple(c for c in SIGNATURE_COLUMNS if c != "stream_id")
 
 
@@ -56,8 +43,7 @@ def build_op_view(rank: Any) -> OpView | None:
     if not rank.usable("kernels"):
         return None
     have = set(rank.columns("kernels") or [])
-    wanted = [c for c in (*SIGNATURE_COLUMNS, *TIMELINE_COLUMNS) if c in have]
-    table = rank.arrow_table("kernels", wanted)
+    table = rank.arrow_table("kernels", op_view_columns(have))
     if table is None:
         return None
     windows = None

@@ -1,0 +1,102 @@
+"""Arrow reads of CSV tables begun ahead, on a thread, and handed to the loader that asks for them.
+
+On a large profile the kernel table's read is the biggest part of an analysis, and
+before the first rank asks for it the process spends most of a second importing
+pandas, the rules and their models. Arrow parses CSV without holding the interpreter,
+so a read begun early overlaps that start-up. :func:`begin` starts
+:func:`~advisor_core.loaders.csvtable.read_csv_table` (``arrow=True``) for one file,
+table spec and column list; :func:`claim` — called by the CSV loader before it reads —
+returns that result (waiting for it if still running) when file, spec and columns are
+exactly those, and replays into the caller's sink the diagnostics the read made, at the
+point the loader would have made them. Each read is claimed at most once; anything
+else reads as before. What to read ahead is the caller's choice (the engine's, see
+:mod:`advisor_core.engine.readahead`); this module imports neither pandas nor the
+rest of the loaders, so a read can start before they are imported.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from advisor_core.diagnostics import Diagnostic, DiagnosticSink
+
+if TYPE_CHECKING:
+    from advisor_core.loaders.csvtable import CsvReadResult, CsvTableSpec
+
+Key = tuple[str, str, tuple[str, ...]]
+
+
+@dataclass
+class _Ahead:
+    thread: threading.Thread
+    result: CsvReadResult | None = None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    failed: bool = False  # raised: the loader reads again and meets the same error where it always did
+
+
+_pending: dict[Key, _Ahead] = {}
+_lock = threading.Lock()
+
+
+def key_of(path: Path, spec: CsvTableSpec, columns: Sequence[str]) -> Key:
+    return (os.path.realpath(path), spec.name, tuple(columns))
+
+
+def begin(path: Path, spec: CsvTableSpec, columns: Sequence[str]) -> Key:
+    """Start reading ``columns`` of ``path`` (a ``spec`` table) as Arrow on a thread; its key.
+
+    Not a daemon thread: an interpreter that ends while Arrow still reads on one crashes, so
+    a read nobody claims is waited for (:func:`discard`, or the interpreter's own exit).
+    """
+    key = key_of(path, spec, columns)
+
+    def read() -> None:
+        from advisor_core.loaders.csvtable import read_csv_table
+
+        sink = DiagnosticSink()
+        try:
+            ahead.result = read_csv_table(path, spec, list(columns), sink, what=path.name, arrow=True)
+        except Exception:  # noqa: BLE001 - the loader's own read reports it, where it always did
+            ahead.failed = True
+        ahead.diagnostics = list(sink)
+
+    ahead = _Ahead(threading.Thread(target=read, name=f"advisor-readahead-{path.name}"))
+    with _lock:
+        _pending[key] = ahead
+    ahead.thread.start()
+    return key
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A read begun ahead: what :func:`~advisor_core.loaders.csvtable.read_csv_table` returned (``None`` included)."""
+
+    result: CsvReadResult | None
+
+
+def claim(path: Path, spec: CsvTableSpec, columns: Sequence[str] | None, sink: DiagnosticSink) -> Claimed | None:
+    """The read begun for exactly this file, spec and column list (its diagnostics put in ``sink``);
+    ``None`` when there is none (or it raised): the caller reads."""
+    if columns is None or not _pending:
+        return None
+    with _lock:
+        ahead = _pending.pop(key_of(path, spec, columns), None)
+    if ahead is None:
+        return None
+    ahead.thread.join()
+    if ahead.failed:
+        return None
+    sink.extend(ahead.diagnostics)
+    return Claimed(ahead.result)
+
+
+def discard(keys: Sequence[Key]) -> None:
+    """Forget reads nobody claimed, once they have ended (their tables are freed)."""
+    with _lock:
+        left = [a for a in (_pending.pop(k, None) for k in keys) if a is not None]
+    for ahead in left:
+        ahead.thread.join()

@@ -1,0 +1,150 @@
+"""A lone rank's kernel table read ahead while the rest imports: claimed once, the same table and diagnostics."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from advisor_core.engine.readahead import read_ahead
+from advisor_core.engine.session import Session, SessionOptions
+from advisor_core.loaders import csvtable, readahead
+from advisor_core.loaders.kernels import KERNELS
+from advisor_core.simulate import simulate_scenario
+
+SETS = ("parallel_config.model_parallel=1", "parallel_config.pipeline_stage=1", "parallel_config.micro_batch_num=1")
+
+
+@pytest.fixture(scope="module")
+def lone_rank(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("readahead") / "ks"
+    simulate_scenario("kitchen-sink", out, ranks=1, layers=1, steps=2, sets=SETS, ground_truth=False)
+    return out / "profile"
+
+
+@pytest.fixture
+def kernel_reads(monkeypatch) -> list[tuple[str, ...]]:
+    """The thread each read of the kernel table ran on, then the columns it read."""
+    reads: list[tuple[str, ...]] = []
+    real = csvtable.read_csv_table
+
+    def counted(path, spec, columns, sink, **kw):  # type: ignore[no-untyped-def]
+        if spec is KERNELS:
+            reads.append((threading.current_thread().name, *(columns or ())))
+        return real(path, spec, columns, sink, **kw)
+
+    from advisor_core.loaders import registry
+
+    monkeypatch.setattr(csvtable, "read_csv_table", counted)  # what a read begun ahead calls
+    monkeypatch.setattr(registry, "read_csv_table", counted)  # what the loader calls
+    return reads
+
+
+def _analyze(profile: Path, **opts) -> tuple[Session, list[tuple[str, str, float | None]]]:  # type: ignore[no-untyped-def]
+    session = Session([profile], SessionOptions(autoload_plugins=False, **opts))
+    result = session.analyze()
+    return session, [(f.code, f.title, f.saving_us) for f in result.findings]
+
+
+def test_the_op_view_claims_the_read_begun_ahead(lone_rank: Path, kernel_reads) -> None:
+    keys = read_ahead([lone_rank], source="auto", jobs=None, scheduler=None)
+    session, findings = _analyze(lone_rank, read_ahead=keys)
+    assert len(kernel_reads) == 1 and kernel_reads[0][:4] == ("advisor-readahead-kernel_details.csv", "name", "type",
+                                                             "accelerator_core")
+    assert readahead._pending == {}
+    kernel_reads.clear()
+    _, without = _analyze(lone_rank)
+    assert [r[0] for r in kernel_reads] == ["MainThread"]
+    assert findings == without and findings  # the same table: the same verdicts
+    view = session.run.rank(session.run.rank_ids[0]).op_view()
+    assert (view.rows, view.steps) == (2240, 2)
+
+
+def test_the_read_s_diagnostics_are_said_once_where_the_loader_would(lone_rank: Path, tmp_path: Path) -> None:
+    from advisor_core.diagnostics import DiagnosticSink
+    from advisor_core.model.run import load_run
+
+    broken = tmp_path / "profile"
+    shutil.copytree(lone_rank, broken)
+    (csv,) = broken.rglob("kernel_details.csv")
+    with open(csv, "a") as fh:
+        fh.write("1,2,3\n")  # a row with the wrong number of fields
+    said = {}
+    for ahead in (True, False):
+        sink = DiagnosticSink()
+        rank = load_run(broken, sink=sink).rank(0)
+        if ahead:
+            readahead.begin(csv, KERNELS, ["name", "duration_us"])
+        before = len(list(sink))
+        table = rank.arrow_table("kernels", ["name", "duration_us"])
+        said[ahead] = ([d.message for d in list(sink)[before:]], table.num_rows)
+        assert readahead._pending == {}
+    assert said[True] == said[False] == (["kernel_details.csv: 1 row(s) with the wrong number of fields were skipped "
+                                          "(line 2242: expected 46 fields, got 3)"], 2240)
+
+
+def test_a_read_nobody_asks_for_is_not_handed_out(lone_rank: Path) -> None:
+    (csv,) = lone_rank.rglob("kernel_details.csv")
+    key = readahead.begin(csv, KERNELS, ["name", "duration_us"])
+    from advisor_core.diagnostics import DiagnosticSink
+
+    assert readahead.claim(csv, KERNELS, ["name"], DiagnosticSink()) is None  # other columns: read as usual
+    got = readahead.claim(csv, KERNELS, ["name", "duration_us"], DiagnosticSink())
+    assert got is not None and got.result.arrow.column_names == ["name", "duration_us"]
+    assert readahead.claim(csv, KERNELS, ["name", "duration_us"], DiagnosticSink()) is None  # claimed once
+    readahead.begin(csv, KERNELS, ["name"])
+    readahead.discard([key, readahead.key_of(csv, KERNELS, ["name"])])
+    assert readahead._pending == {}
+
+
+def test_nothing_is_read_ahead_for_a_pool_one_core_or_a_database(lone_rank: Path, tmp_path: Path) -> None:
+    assert read_ahead([lone_rank], source="auto", jobs=1, scheduler=None) == []
+    assert read_ahead([lone_rank], source="auto", jobs=None, scheduler="local") == []
+    two = tmp_path / "two"
+    simulate_scenario("kitchen-sink", two, ranks=2, layers=1, steps=1, sets=SETS, ground_truth=False)
+    assert read_ahead([two / "profile"], source="auto", jobs=None, scheduler=None) == []
+    db = tmp_path / "db"
+    simulate_scenario("kitchen-sink", db, ranks=1, layers=1, steps=1, sets=SETS, ground_truth=False, export="both")
+    assert read_ahead([db / "profile"], source="auto", jobs=None, scheduler=None) == []
+    keys = read_ahead([db / "profile"], source="text", jobs=None, scheduler=None)
+    assert len(keys) == 1
+    readahead.discard(keys)
+
+
+def test_a_read_nobody_claims_is_waited_for(lone_rank: Path) -> None:
+    (csv,) = lone_rank.rglob("kernel_details.csv")
+    key = readahead.begin(csv, KERNELS, ["name", "duration_us"])
+    ahead = readahead._pending[key]
+    assert not ahead.thread.daemon  # the interpreter never ends under a running Arrow read
+    readahead.discard([key])
+    assert not ahead.thread.is_alive() and ahead.result.arrow.num_rows == 2240
+
+
+def test_the_walk_for_a_lone_rank_stops_at_the_second(tmp_path: Path, lone_rank: Path, monkeypatch) -> None:
+    from advisor_core.discover import profiles
+
+    assert profiles.lone_source([lone_rank]).artifact("kernel_details").name == "kernel_details.csv"
+    many = tmp_path / "many"
+    (rank_dir,) = [p for p in lone_rank.iterdir() if p.is_dir()]
+    for i in range(5):
+        shutil.copytree(rank_dir, many / rank_dir.name.replace("_30000_", f"_3000{i}_"))
+    walked: list[str] = []
+    real = profiles._Walker._add_dir_source
+    monkeypatch.setattr(profiles._Walker, "_add_dir_source",
+                        lambda self, d, layout: (walked.append(d.name), real(self, d, layout)))
+    assert profiles.lone_source([many]) is None
+    assert len(walked) == 2  # not all five
+    assert profiles.lone_source([tmp_path / "absent"]) is None
+
+
+def test_analyze_reads_a_lone_rank_s_kernels_once_on_the_read_ahead_thread(lone_rank: Path, kernel_reads,
+                                                                            tmp_path: Path) -> None:
+    from advisor_core.cli import main
+
+    out = tmp_path / "r.json"
+    code = main(["analyze", str(lone_rank), "--no-plugins", "--format", "json", "-o", str(out), "--quiet"])
+    assert code == 1 and out.exists()
+    assert [r[0] for r in kernel_reads] == ["advisor-readahead-kernel_details.csv"]
+    assert readahead._pending == {}
