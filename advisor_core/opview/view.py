@@ -54,17 +54,30 @@ class Timeline:
     @classmethod
     def build(cls, op: np.ndarray, start: np.ndarray, dur: np.ndarray, step: np.ndarray,
               stream: np.ndarray | None) -> "Timeline":
-        has_start = start != np.iinfo(np.int64).min
-        idx = np.flatnonzero(has_start)
-        s = start[idx]
+        no_start = np.iinfo(np.int64).min
+        idx: np.ndarray | None = None  # None: every kernel, in table order (the usual case: no copies)
+        if bool(np.any(start == no_start)):
+            idx = np.flatnonzero(start != no_start)
+        s = start if idx is None else start[idx]
         if len(s) > 1 and bool(np.any(s[1:] < s[:-1])):
-            idx = idx[np.argsort(s, kind="stable")]
-        d = np.nan_to_num(dur[idx], nan=0.0)
-        st = start[idx]
-        strm = stream[idx] if stream is not None else np.full(len(idx), -1, np.int64)
-        strm = np.where(strm == np.iinfo(np.int64).min, -1, strm)
-        return cls(op=op[idx].astype(np.int32), start_ns=st, end_ns=st + np.round(d * 1000).astype(np.int64),
-                   duration_us=d, step=step[idx].astype(np.int32), stream=strm.astype(np.int64))
+            order = np.argsort(s, kind="stable")
+            idx = order if idx is None else idx[order]
+
+        def pick(a: np.ndarray) -> np.ndarray:
+            return a if idx is None else a[idx]
+
+        d = pick(dur)
+        if bool(np.isnan(d).any()):
+            d = np.nan_to_num(d, nan=0.0)
+        st = pick(start)
+        strm = pick(stream) if stream is not None else np.full(len(st), -1, np.int64)
+        if bool(np.any(strm == no_start)):
+            strm = np.where(strm == no_start, -1, strm)
+        end = np.round(d * 1000)  # in place from here: each new million-row array costs its page faults
+        end_ns = end.astype(np.int64)
+        end_ns += st
+        return cls(op=pick(op).astype(np.int32), start_ns=st, end_ns=end_ns, duration_us=d,
+                   step=pick(step).astype(np.int32), stream=strm.astype(np.int64, copy=False))
 
     def __len__(self) -> int:
         return len(self.op)

@@ -117,3 +117,49 @@ def test_aggregates_equal_a_plain_groupby(df: pd.DataFrame) -> None:
     assert len(view.timeline) == int(df["start_ns"].notna().sum())
     assert bool(np.all(np.diff(view.timeline.start_ns) >= 0))
     assert int(view.ops["count"].sum()) == len(df)
+
+
+@st.composite
+def code_columns(draw):  # type: ignore[no-untyped-def]
+    """Signature codes as the op view's build makes them: −1 for missing, sizes up to 2^31 (so the key re-numbers)."""
+    n = draw(st.integers(1, 80))
+    cols = []
+    for _ in range(draw(st.integers(1, 6))):
+        size = draw(st.sampled_from([1, 3, 2**20, 2**31]))
+        values = draw(st.lists(st.integers(-1, min(size - 1, 4)), min_size=n, max_size=n))
+        cols.append((np.array(values, np.int32 if size < 2**31 else np.int64), size))
+    return cols, n
+
+
+@settings(max_examples=150, deadline=None)
+@given(code_columns())
+def test_group_ids_number_distinct_code_tuples_in_order_of_first_appearance(case) -> None:
+    from advisor_core.opview.build import _group_ids
+
+    cols, n = case
+    group, first = _group_ids(cols, n)
+    rows = list(zip(*(c.tolist() for c, _ in cols)))
+    order = list(dict.fromkeys(rows))
+    assert group.tolist() == [order.index(r) for r in rows]
+    assert first.tolist() == [rows.index(r) for r in order]
+
+
+def test_codes_of_chunks_with_one_dictionary_or_several() -> None:
+    from advisor_core.opview.build import _codes
+
+    shared = pa.array(["x", "y", "z"])
+    one = pa.chunked_array([pa.DictionaryArray.from_arrays(pa.array([0, 2]), shared),
+                            pa.DictionaryArray.from_arrays(pa.array([2, None, 1]), shared)])
+    several = pa.chunked_array([pa.DictionaryArray.from_arrays(pa.array([0, 2]), pa.array(["x", "y", "z"])),
+                                pa.DictionaryArray.from_arrays(pa.array([0, None, 1]), pa.array(["z", "y"]))])
+    for col in (one, several):
+        codes, size = _codes(col)
+        labels = dict(zip(codes.tolist(), col.to_pylist()))
+        assert [labels[c] for c in codes.tolist()] == ["x", "z", "z", None, "y"] and labels.get(-1, None) is None
+        assert len(set(codes.tolist())) == 4 and size >= 3
+    disjoint = pa.chunked_array([pa.DictionaryArray.from_arrays(pa.array([0, 0]), pa.array(["a"])),
+                                 pa.DictionaryArray.from_arrays(pa.array([0]), pa.array(["b"]))])
+    codes, size = _codes(disjoint)
+    assert codes.tolist() == [0, 0, 1] and size == 2  # the size counts both chunks' values (the key's radix)
+    ids, size = _codes(pa.chunked_array([pa.array([7, None, 9, 7], pa.int64())]))
+    assert ids.tolist() == [0, -1, 2, 0] and size == 3  # small ids: the value less the smallest
