@@ -85,7 +85,7 @@ def print_timings(result: Any, wall_s: float, console: Any) -> None:
     lines = [f"timings (s): wall {wall_s:.2f}"]
     ranks = len(result.inputs.get("ranks") or [])
     # the trace's step events are scanned alongside the kernel read when Arrow has cores to spare
-    for key, label in (("load", "op views (kernels + trace read, group)"), ("derive", "step breakdowns")):
+    for key, label in (("load", "loads: op views, rank tables"), ("derive", "step breakdowns")):
         if key in result.unit_seconds:
             lines.append(f"  {label:<38} {result.unit_seconds[key]:7.2f}  ({ranks} rank(s), summed)")
     for run in sorted(result.runs, key=lambda r: -r.seconds):

@@ -406,6 +406,10 @@ def _one_line_per_rank(rank: Any, digest: RankDigest) -> RankDigest:
         return digest
     unread = digest.op_view is None and rank.has_table("kernels")
     files = list(dict.fromkeys(d.path or "?" for d in errors))
+    if unread:  # the kernel table's error first: it is why the rank is not analysed
+        src = rank.table_source("kernels")
+        kernel = str(src[0]) if src else None
+        errors = sorted(errors, key=lambda d: str(d.path) != kernel)
     detail = f"{errors[0].message}; -v lists them all" if len(errors) > 1 else errors[0].message
     head = Diagnostic(severity="error", code="rank-not-analysed" if unread else "rank-files-unreadable",
                       message=f"rank {rank.rank_id} ({rank.path}): {'not analysed' if unread else 'analysed in part'}: "

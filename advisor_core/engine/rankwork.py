@@ -97,11 +97,18 @@ def digest_rank(rank: Any, rules: Sequence[tuple[str, Any]]) -> RankDigest:
     view = None
     with rank.diagnostics_to(sink):
         t = time.perf_counter()
+        tables: tuple[str, ...] = ()
         try:
             # The step events come from a scan of trace_view.json that holds the interpreter while Arrow
             # reads the kernels on every core without it: overlap the two when Arrow has cores to spare.
             scan = rank.prefetch("step_events") if _arrow_cores() > 1 else None
             try:
+                # The tables the rules read per rank, first: while a kernel table read ahead is still being
+                # parsed (engine.readahead) this thread would only wait for it.
+                tables = rank_tables_of(rule for _, rule in rules)
+                for name in tables:
+                    if rank.has_table(name):
+                        rank.table(name)
                 # A second analysis of the same run finds the op view kept without its timeline; the rules'
                 # rank evidence reads kernel order, so it is rebuilt rather than given less than the first time.
                 rank.ensure_timeline()
@@ -113,14 +120,9 @@ def digest_rank(rank: Any, rules: Sequence[tuple[str, Any]]) -> RankDigest:
             t = time.perf_counter()
             step_windows(rank)
             step_breakdown(rank)
-            tables = rank_tables_of(rule for _, rule in rules)
-            for name in tables:
-                if rank.has_table(name):
-                    rank.table(name)
         except Exception as exc:  # noqa: BLE001 - one rank's failure stays its own
             digest.failures.append(RuleFailure("", f"the per-rank analysis of rank {rank.rank_id} failed: "
                                                    f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-            tables = ()
         digest.seconds["derive"] = time.perf_counter() - t
         for code, rule in rules:
             if type(rule).rank_evidence is _base_rank_evidence():

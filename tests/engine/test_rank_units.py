@@ -110,7 +110,7 @@ def test_timings_on_stderr(cluster_run: Path, tmp_path: Path) -> None:
                    "--timings", "--no-plugins", "--jobs", "1")
     lines = proc.stderr.splitlines()
     assert lines[0].startswith("timings (s): wall ")
-    assert any(line.strip().startswith("op views (kernels + trace read, group)") and "(8 rank(s), summed)" in line for line in lines)
+    assert any(line.strip().startswith("loads: op views, rank tables") and "(8 rank(s), summed)" in line for line in lines)
     assert any(line.strip().startswith("rule AL001") for line in lines)
     assert "ranks analysed" not in proc.stderr  # not a terminal: no progress display
 
