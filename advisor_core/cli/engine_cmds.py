@@ -65,9 +65,14 @@ def _codes(values: tuple[str, ...]) -> list[str] | None:
 def _host(no_plugins: bool, plugin_flags: tuple[str, ...], settings: Any):  # type: ignore[no-untyped-def]
     from advisor_core.engine.plugins import load_plugins
 
+    return load_plugins(**_plugin_args(no_plugins, plugin_flags, settings))
+
+
+def _plugin_args(no_plugins: bool, plugin_flags: tuple[str, ...], settings: Any) -> dict[str, Any]:
+    """``load_plugins``' arguments for the plugin flags and settings."""
     load, block = _split_plugin_flags(plugin_flags)
     autoload = False if no_plugins else settings.plugins_autoload
-    return load_plugins(autoload=autoload, load=load + settings.plugins_load, block=block + settings.plugins_block)
+    return {"autoload": autoload, "load": load + settings.plugins_load, "block": block + settings.plugins_block}
 
 
 def exit_code(result: Any, fail_on: str) -> int:
@@ -157,8 +162,12 @@ def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs:
     if not paths and not profiles and not graphs and not config:
         raise click.UsageError("give at least one PATH (or --profile/--graphs/--config)")
     scheduler = scheduler or os.environ.get("ADVISOR_SCHEDULER") or settings.scheduler
-    # a lone rank's kernel table is read on Arrow's threads while the rest (pandas, the plugins) imports
-    ahead = read_ahead(list(profiles) or list(paths), source=source, jobs=jobs, scheduler=scheduler)
+    # What the run's first part (imports, the plugins) overlaps: a lone rank's kernel table read on Arrow's
+    # threads, or for several ranks the start of the worker server (with these plugins loaded in it).
+    from advisor_core.engine.plugins import plugin_spec
+
+    ahead = read_ahead(list(profiles) or list(paths), source=source, jobs=jobs, scheduler=scheduler,
+                       plugins=plugin_spec(**_plugin_args(no_plugins, plugin_flags, settings)))
 
     from advisor_core.engine.dask_units import SchedulerError
     from advisor_core.engine.runner import SelectionError

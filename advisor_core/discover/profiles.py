@@ -26,7 +26,7 @@ import csv
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from advisor_core.diagnostics import DiagnosticSink
 from advisor_core.discover.artifacts import LOOSE_PROFILE_FILES, ArtifactPattern, FoundArtifact, find_artifacts, legacy_ids
@@ -91,29 +91,29 @@ def _split_ascend_name(name: str) -> tuple[str | None, int | None, str | None]:
 
 
 class _EnoughSources(Exception):
-    """The walk found more sources than its caller wants to know of."""
+    """The walk found what its caller wanted to know."""
 
 
 class _SourceList(list):  # type: ignore[type-arg]
-    """The walk's sources; appending past ``limit`` ends the walk (:class:`_EnoughSources`)."""
+    """The walk's sources; once ``enough`` says so of the list, the walk ends (:class:`_EnoughSources`)."""
 
-    def __init__(self, limit: int | None) -> None:
+    def __init__(self, enough: Callable[[list[RankSource]], bool] | None) -> None:
         super().__init__()
-        self.limit = limit
+        self.enough = enough
 
-    def append(self, src: "RankSource") -> None:
+    def append(self, src: RankSource) -> None:
         super().append(src)
-        if self.limit is not None and len(self) > self.limit:
+        if self.enough is not None and self.enough(self):
             raise _EnoughSources
 
 
 class _Walker:
     def __init__(self, sink: DiagnosticSink, patterns: tuple[ArtifactPattern, ...] = (),
-                 limit: int | None = None) -> None:
+                 enough: Callable[[list[RankSource]], bool] | None = None) -> None:
         self.sink = sink
         self.patterns = patterns
         self.seen: set[str] = set()
-        self.sources: list[RankSource] = _SourceList(limit)
+        self.sources: list[RankSource] = _SourceList(enough)
         self.cluster_files: dict[str, Path] = {}
 
     def add_file(self, path: Path) -> None:
@@ -288,7 +288,36 @@ def lone_source(paths: Sequence[Path]) -> RankSource | None:
     """The one profiled rank under ``paths``, found without the rest of discovery (identity, metadata,
     diagnostics); ``None`` when there are none or several. The walk stops at the second rank, so asking
     costs little even of a cluster's directory."""
-    walker = _Walker(DiagnosticSink(), limit=1)
+    found, complete = _scout(paths, lambda sources: len(sources) > 1)
+    return found[0] if complete and len(found) == 1 else None
+
+
+def kernel_bytes_reach(paths: Sequence[Path], ranks: int, size: int) -> bool:
+    """Do ``paths`` hold at least ``ranks`` profiled ranks whose kernel tables weigh ``size`` bytes in all?
+
+    Found as :func:`lone_source` finds a rank, the walk stopping as soon as the answer is yes.
+    """
+    def enough(sources: list[RankSource]) -> bool:
+        return len(sources) >= ranks and _kernel_bytes(sources) >= size
+
+    found, complete = _scout(paths, enough)
+    return not complete or enough(found)
+
+
+def _kernel_bytes(sources: Sequence[RankSource]) -> int:
+    total = 0
+    for src in sources:
+        path = src.artifact("kernel_details") or src.artifact("op_summary")
+        try:
+            total += path.stat().st_size if path is not None else 0
+        except OSError:
+            pass
+    return total
+
+
+def _scout(paths: Sequence[Path], enough: Callable[[list[RankSource]], bool]) -> tuple[list[RankSource], bool]:
+    """The sources a bare walk of ``paths`` finds, and whether it walked them all (else ``enough`` ended it)."""
+    walker = _Walker(DiagnosticSink(), enough=enough)
     try:
         for p in paths:
             p = Path(p)
@@ -297,10 +326,10 @@ def lone_source(paths: Sequence[Path]) -> RankSource | None:
             elif is_dir_safe(p):
                 walker.walk(p, 0)
     except _EnoughSources:
-        return None
+        return list(walker.sources), False
     except OSError:
-        return None
-    return walker.sources[0] if len(walker.sources) == 1 else None
+        return [], True
+    return list(walker.sources), True
 
 
 def discover_profiles(

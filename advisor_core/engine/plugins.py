@@ -184,10 +184,10 @@ def load_plugins(
     names entry points (or distributions) never to load. ``entry_points`` lets
     tests supply the entry-point list.
     """
-    if autoload is None:
-        autoload = os.environ.get(AUTOLOAD_ENV, "").strip().lower() not in ("1", "true", "yes", "on")
-    load_set = {_norm(x) for x in load}
-    block_set = {_norm(x) for x in block}
+    spec = plugin_spec(autoload=autoload, load=load, block=block)
+    autoload = spec.autoload
+    load_set = set(spec.load)
+    block_set = set(spec.block)
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(hookspecs)
     if os.environ.get(TRACE_ENV):
@@ -231,10 +231,18 @@ def load_plugins(
         _register(pm, rec, lambda: importlib.import_module("advisor_rules"), "builtin-rules")
     host = PluginHost(pm, records)
     if entry_points is None:
-        from advisor_core.engine.rankwork import PluginSpec
-
-        host.spec = PluginSpec(autoload, tuple(sorted(load_set)), tuple(sorted(block_set)))
+        host.spec = spec
     return host
+
+
+def plugin_spec(*, autoload: bool | None = None, load: Iterable[str] = (), block: Iterable[str] = ()) -> Any:
+    """The :class:`~advisor_core.engine.rankwork.PluginSpec` :func:`load_plugins` records for these arguments
+    (autoload resolved, names normalised): what a worker process loads the same plugins from."""
+    from advisor_core.engine.rankwork import PluginSpec
+
+    if autoload is None:
+        autoload = os.environ.get(AUTOLOAD_ENV, "").strip().lower() not in ("1", "true", "yes", "on")
+    return PluginSpec(autoload, tuple(sorted({_norm(x) for x in load})), tuple(sorted({_norm(x) for x in block})))
 
 
 def _register(pm: pluggy.PluginManager, rec: PluginRecord, loader: Callable[[], Any], name: str) -> None:

@@ -200,7 +200,8 @@ def run_rank_job(job: RankJob) -> RankDigest:
 # -- client side -----------------------------------------------------------------------------------
 
 _PRELOAD = ["advisor_core.engine.rankwork", "advisor_core.opview.build", "advisor_core.analyses.step_time",
-            "advisor_core.model.run", "advisor_core.engine.runner", "advisor_core.engine.session"]
+            "advisor_core.analyses.kernel_steps", "advisor_core.model.run", "advisor_core.engine.runner",
+            "advisor_core.engine.session", "pyarrow.pandas_compat"]
 _preload_rules: tuple[str, ...] = ()  # the modules of the client's rules (prewarm): imported once, in the server
 
 
@@ -227,6 +228,38 @@ def prewarm(ranks: Sequence[Any], workers: int | None, rule_modules: Sequence[st
     _preload_rules = tuple(sorted(set(rule_modules)))
     _context()
     threading.Thread(target=forkserver.ensure_running, name="advisor-prewarm", daemon=True).start()
+
+
+SERVER_PLUGINS_ENV = "ADVISOR_WORKER_SERVER_PLUGINS"  # how start_server_ahead tells the server what to load
+
+
+def start_server_ahead(plugins: PluginSpec) -> None:
+    """Start the worker server now, in the background, with the plugins ``plugins`` names loaded in it.
+
+    For a run whose ranks are known to go to a pool before its own plugins load
+    (:mod:`advisor_core.engine.readahead`): the server's start (a fresh interpreter importing
+    pandas, pyarrow and the plugins) then overlaps the client's, and each worker forks with
+    the plugin host built (:mod:`advisor_core.engine.worker_server`).
+    """
+    if not _main_is_importable():
+        return
+    import json
+    from multiprocessing import forkserver
+
+    global _preload_rules
+    _preload_rules = ("advisor_core.engine.worker_server",)
+    _context()
+
+    def start() -> None:
+        try:
+            forkserver.ensure_running()
+        finally:
+            os.environ.pop(SERVER_PLUGINS_ENV, None)
+
+    # set here, not on the thread: whichever thread starts the server (a pool's may win the race) passes it on
+    os.environ[SERVER_PLUGINS_ENV] = json.dumps([plugins.autoload, list(plugins.load), list(plugins.block)])
+
+    threading.Thread(target=start, name="advisor-server-ahead", daemon=True).start()
 
 
 def pool_size(ranks: Sequence[Any], workers: int | None) -> int:

@@ -1,43 +1,69 @@
-"""What an analysis reads ahead: the kernel table of a lone rank, as the op view will ask for it.
+"""What an analysis begins ahead, while its own start-up (pandas, the plugins, the rules) imports on one core.
 
-A single-rank analysis runs its rank in this process, and the op view's read of the
-kernel CSV is its largest step; before it, the process spends about half a second
-importing pandas, the rules and their models on one core. :func:`read_ahead` (called
-by ``advisor analyze`` before the plugins load) finds that file with a walk that stops
-at a second rank, and begins the read on a thread (:mod:`advisor_core.loaders.readahead`);
-the op view's build claims it. Nothing is read that the analysis would not read, in the
-same way: the columns come from the same header and the same list
-(:func:`~advisor_core.opview.columns.op_view_columns`). Not done when the ranks go to
-worker processes or Dask, when ``--jobs 1`` keeps the work on one core, or when the
-kernels may come from the SQLite export.
+``advisor analyze`` calls :func:`read_ahead` before it loads the plugins. A bare walk of
+the paths (:mod:`advisor_core.discover.profiles`, stopping as soon as it knows enough)
+decides:
+
+- **one rank**: it runs in this process, and the op view's read of its kernel CSV is its
+  largest step. The read begins on a thread (:mod:`advisor_core.loaders.readahead`); the
+  op view's build claims it. Nothing is read that the analysis would not read, in the same
+  way: the columns come from the same header and the same list
+  (:func:`~advisor_core.opview.columns.op_view_columns`). Not when the kernels may come
+  from the SQLite export.
+- **several ranks that will go to worker processes** (``--jobs`` ≥ 2, or unset with
+  :data:`~advisor_core.engine.rankwork.AUTO_PARALLEL_MIN_BYTES` of kernel tables and more
+  than one core): the worker server starts, and loads the plugins the run will load
+  (:func:`~advisor_core.engine.rankwork.start_server_ahead`), so the first worker is ready
+  when the first rank is.
+
+Nothing with ``--jobs 1`` (one core) or a Dask scheduler.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from advisor_core.diagnostics import DiagnosticSink
 from advisor_core.loaders.readahead import Key, begin
 
 
-def read_ahead(paths: Sequence[Path], *, source: str, jobs: int | None, scheduler: str | None) -> list[Key]:
-    """Begin reading the op view's columns of the kernel table when ``paths`` hold one rank; the keys begun."""
-    if scheduler or jobs == 1 or not paths or source == "db":
+def read_ahead(paths: Sequence[Path], *, source: str, jobs: int | None, scheduler: str | None,
+               plugins: Any = None) -> list[Key]:
+    """Begin what ``paths`` call for (see the module docstring); the keys of the reads begun.
+
+    ``plugins`` (a :class:`~advisor_core.engine.rankwork.PluginSpec`) is what the run will load
+    (``None``: no worker server is started ahead).
+    """
+    if scheduler or jobs == 1 or not paths:
         return []
     from advisor_core.discover.profiles import lone_source
+
+    paths = [Path(p) for p in paths]
+    rank = lone_source(paths)
+    if rank is None:
+        if plugins is not None:
+            _start_workers(paths, jobs, plugins)
+        return []
+    if source == "db" or (source != "text" and any(kind.endswith("_db") for kind in rank.artifacts)):
+        return []  # the kernels may be read from the database export
     from advisor_core.loaders.csvtable import read_header
     from advisor_core.loaders.kernels import KERNELS
     from advisor_core.opview.columns import op_view_columns
 
-    rank = lone_source([Path(p) for p in paths])
-    if rank is None:
-        return []
-    if source != "text" and any(kind.endswith("_db") for kind in rank.artifacts):
-        return []  # the kernels may be read from the database export
     path = rank.artifact("kernel_details") or rank.artifact("op_summary")
     quiet = DiagnosticSink()  # the run's own header read says whatever there is to say
     header = read_header(path, KERNELS, quiet, what=path.name) if path is not None else None
     if header is None:
         return []
     return [begin(path, KERNELS, op_view_columns(header.available))]
+
+
+def _start_workers(paths: Sequence[Path], jobs: int | None, plugins: Any) -> None:
+    from advisor_core.discover.profiles import kernel_bytes_reach
+    from advisor_core.engine.rankwork import AUTO_PARALLEL_MIN_BYTES, default_workers, start_server_ahead
+
+    if jobs is None and default_workers() < 2:
+        return
+    if kernel_bytes_reach(paths, 2, AUTO_PARALLEL_MIN_BYTES if jobs is None else 0):
+        start_server_ahead(plugins)
