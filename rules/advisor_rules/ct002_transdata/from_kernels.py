@@ -50,6 +50,19 @@ def _first_positions(view: Any) -> np.ndarray:
     return first
 
 
+def _stable_order(streams: np.ndarray) -> np.ndarray:
+    """``np.argsort(streams, kind="stable")``, as a radix sort when the ids span less than 2^15 (a device has a
+    few dozen streams): numpy sorts 16-bit integers in linear time, 64-bit ones by merging (5x slower at 1 M)."""
+    import numpy as np
+
+    if len(streams) == 0:
+        return np.zeros(0, np.intp)
+    lo, hi = int(streams.min()), int(streams.max())
+    if hi - lo < (1 << 15):
+        return np.argsort((streams - lo).astype(np.int16), kind="stable")
+    return np.argsort(streams, kind="stable")
+
+
 def sandwiches(view: Any, first_pos: np.ndarray, unaligned: set[str]) -> dict[str, Group]:
     """TransData special→ND, op X, TransData ND→special, in kernel order on their stream; grouped by X's cell path
     and type.
@@ -69,7 +82,7 @@ def sandwiches(view: Any, first_pos: np.ndarray, unaligned: set[str]) -> dict[st
     tl = view.timeline
     comm_op = ops["is_comm"].to_numpy(bool)
     glob = np.flatnonzero(~comm_op[tl.op])  # non-communication kernels, by start
-    order = glob[np.argsort(tl.stream[glob], kind="stable")]  # per stream, each in start order
+    order = glob[_stable_order(tl.stream[glob])]  # per stream, each in start order
     seq = tl.op[order].astype(np.int64)
     strm = tl.stream[order]
     n = len(seq)
