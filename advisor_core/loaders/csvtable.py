@@ -453,7 +453,10 @@ def _finish_column(col: pa.ChunkedArray, kind: str, h: str, path: Path, sink: Di
             return _map_dictionary(col, lambda d: pc.utf8_trim(d, characters='"'))
         return pc.utf8_trim(col, characters='"')
     if kind == "id":
-        return pc.if_else(pc.equal(col, ID_SENTINEL), pa.scalar(None, pa.int64()), col)
+        sentinel = pc.equal(col, pa.scalar(ID_SENTINEL, col.type if pa.types.is_integer(col.type) else pa.int64()))
+        if not pc.any(sentinel).as_py():  # the usual case: no copy of a million ids
+            return col
+        return pc.if_else(sentinel, pa.scalar(None, pa.int64()), col)
     return col
 
 
