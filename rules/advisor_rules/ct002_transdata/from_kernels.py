@@ -58,6 +58,8 @@ def _stable_order(streams: np.ndarray) -> np.ndarray:
     if len(streams) == 0:
         return np.zeros(0, np.intp)
     lo, hi = int(streams.min()), int(streams.max())
+    if lo == hi:  # one stream: already in order
+        return np.arange(len(streams))
     if hi - lo < (1 << 15):
         return np.argsort((streams - lo).astype(np.int16), kind="stable")
     return np.argsort(streams, kind="stable")
