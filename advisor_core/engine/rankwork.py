@@ -157,10 +157,16 @@ def _base_rank_evidence() -> Callable[..., Any]:
 # -- worker side -----------------------------------------------------------------------------------
 
 def _init_worker() -> None:
-    """One core per worker: the pool runs one worker per core it may use, so Arrow's own threads would only contend."""
+    """One core per worker: the pool runs one worker per core it may use, so Arrow's own threads would only contend.
+
+    The collector runs rarely, as in the ``advisor`` process (see ``advisor_core.cli.run_main``).
+    """
+    import gc
+
     import pyarrow as pa
 
     pa.set_cpu_count(1)
+    gc.set_threshold(200_000, 30, 30)
 
 
 _WORKER_HOSTS: dict[PluginSpec, Any] = {}

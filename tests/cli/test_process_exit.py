@@ -52,3 +52,26 @@ def test_module_entry_point_flushes_a_long_stdout_before_it_ends():
     assert proc.returncode == 0
     rules = json.loads(proc.stdout)  # the whole document reached the pipe
     assert {"MD001", "CT001", "CT002", "AL001", "CM001", "RC001"} <= {r["code"] for r in rules}
+
+
+def test_the_advisor_process_collects_garbage_rarely_and_in_process_callers_keep_their_thresholds():
+    probe = textwrap.dedent("""
+        import gc, runpy, sys
+        sys.argv = ["advisor", "rules", "--format", "json"]
+        before = gc.get_threshold()
+        try:
+            runpy.run_module("advisor_core", run_name="__main__")
+        except SystemExit:
+            pass
+        sys.stderr.write(f"{before} {gc.get_threshold()}")
+    """)
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0
+    assert proc.stderr.strip() == "(700, 10, 10) (200000, 30, 30)"
+    import gc
+
+    from advisor_core.cli import main
+
+    before = gc.get_threshold()
+    main(["rules", "--format", "json"])
+    assert gc.get_threshold() == before
