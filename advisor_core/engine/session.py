@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from advisor_core.diagnostics import DiagnosticSink
-from advisor_core.discover.inputs import ClassifiedInputs, classify_inputs
+from advisor_core.discover.inputs import classify_inputs
 from advisor_core.engine.context import AnalysisInputs
 from advisor_core.engine.plugins import PluginHost, load_plugins
 from advisor_core.engine.runner import AnalysisResult, run_rules

@@ -238,7 +238,6 @@ def _with_db(text: TableLoader, db: TableLoader, tables: tuple[str, ...], origin
 def _db_routes(loaders: tuple[TableLoader, ...]) -> tuple[TableLoader, ...]:
     from advisor_core.loaders import db_tables as dbt
 
-    by = {ld.name: ld for ld in loaders}
     routes = {
         "kernels": (_db_kernels(), dbt.KERNEL_DB_TABLES, dbt.KERNEL_DB_ORIGIN),
         "op_statistic": (_db_simple("op_statistic", OP_STATISTIC.title, PROFILER_DB, OP_STATISTIC.canonical_names,
