@@ -29,11 +29,12 @@ from advisor_core.loaders.readahead import Key, begin
 
 
 def read_ahead(paths: Sequence[Path], *, source: str, jobs: int | None, scheduler: str | None,
-               plugins: Any = None) -> list[Key]:
+               plugins: Any = None, kernels: bool = True) -> list[Key]:
     """Begin what ``paths`` call for (see the module docstring); the keys of the reads begun.
 
     ``plugins`` (a :class:`~advisor_core.engine.rankwork.PluginSpec`) is what the run will load
-    (``None``: no worker server is started ahead).
+    (``None``: no worker server is started ahead). ``kernels=False``: the run may not read a
+    kernel table (a selection of rules), so none is read ahead.
     """
     if scheduler or jobs == 1 or not paths:
         return []
@@ -44,6 +45,8 @@ def read_ahead(paths: Sequence[Path], *, source: str, jobs: int | None, schedule
     if rank is None:
         if plugins is not None:
             _start_workers(paths, jobs, plugins)
+        return []
+    if not kernels:
         return []
     if source == "db" or (source != "text" and any(kind.endswith("_db") for kind in rank.artifacts)):
         return []  # the kernels may be read from the database export

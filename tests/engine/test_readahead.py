@@ -148,3 +148,13 @@ def test_analyze_reads_a_lone_rank_s_kernels_once_on_the_read_ahead_thread(lone_
     assert code == 1 and out.exists()
     assert [r[0] for r in kernel_reads] == ["advisor-readahead-kernel_details.csv"]
     assert readahead._pending == {}
+
+
+def test_analyze_with_a_selection_reads_nothing_ahead(lone_rank: Path, kernel_reads, tmp_path: Path) -> None:
+    from advisor_core.cli import main
+
+    out = tmp_path / "r.json"
+    main(["analyze", str(lone_rank), "--no-plugins", "--select", "MD001", "--format", "json", "-o", str(out), "--quiet"])
+    assert out.exists()
+    assert [r[0] for r in kernel_reads if r[0].startswith("advisor-readahead")] == []  # MD001 reads no kernels
+    assert readahead._pending == {}
