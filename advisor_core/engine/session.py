@@ -13,6 +13,8 @@ Everything is lazy: tables are read when a rule (or you) asks for them.
 
 from __future__ import annotations
 
+import sys
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
@@ -208,7 +210,8 @@ class Session:
             if self._read_ahead:  # not claimed (the run failed first, or read its kernels otherwise): let it go
                 from advisor_core.loaders.readahead import discard
 
-                discard(self._read_ahead)
+                # waited for unless the run is being interrupted (Ctrl-C, an error): then its end is not held up
+                discard(self._read_ahead, wait=sys.exc_info()[0] is None)
                 self._read_ahead = []
             if cluster is not None:
                 for rank in self.run or []:

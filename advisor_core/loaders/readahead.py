@@ -49,8 +49,10 @@ def key_of(path: Path, spec: CsvTableSpec, columns: Sequence[str]) -> Key:
 def begin(path: Path, spec: CsvTableSpec, columns: Sequence[str]) -> Key:
     """Start reading ``columns`` of ``path`` (a ``spec`` table) as Arrow on a thread; its key.
 
-    Not a daemon thread: an interpreter that ends while Arrow still reads on one crashes, so
-    a read nobody claims is waited for (:func:`discard`, or the interpreter's own exit).
+    A daemon thread, so that an interrupted run does not wait for the read to end. An
+    interpreter that tears itself down while Arrow still reads on such a thread crashes:
+    a run that ends normally waits for the reads nobody claimed (:func:`discard`), and
+    the ``advisor`` process ends without the teardown (:mod:`advisor_core.cli.process_exit`).
     """
     key = key_of(path, spec, columns)
 
@@ -64,7 +66,7 @@ def begin(path: Path, spec: CsvTableSpec, columns: Sequence[str]) -> Key:
             ahead.failed = True
         ahead.diagnostics = list(sink)
 
-    ahead = _Ahead(threading.Thread(target=read, name=f"advisor-readahead-{path.name}"))
+    ahead = _Ahead(threading.Thread(target=read, name=f"advisor-readahead-{path.name}", daemon=True))
     with _lock:
         _pending[key] = ahead
     ahead.thread.start()
@@ -94,9 +96,10 @@ def claim(path: Path, spec: CsvTableSpec, columns: Sequence[str] | None, sink: D
     return Claimed(ahead.result)
 
 
-def discard(keys: Sequence[Key]) -> None:
-    """Forget reads nobody claimed, once they have ended (their tables are freed)."""
+def discard(keys: Sequence[Key], *, wait: bool = True) -> None:
+    """Forget reads nobody claimed (their tables are freed), once they have ended (``wait=False``: at once,
+    for a run that is being interrupted)."""
     with _lock:
         left = [a for a in (_pending.pop(k, None) for k in keys) if a is not None]
-    for ahead in left:
+    for ahead in left if wait else ():
         ahead.thread.join()
