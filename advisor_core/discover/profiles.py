@@ -292,16 +292,22 @@ def lone_source(paths: Sequence[Path]) -> RankSource | None:
     return found[0] if complete and len(found) == 1 else None
 
 
-def kernel_bytes_reach(paths: Sequence[Path], ranks: int, size: int) -> bool:
+def kernel_bytes_reach(paths: Sequence[Path], ranks: int, size: int, *, max_ranks: int = 64) -> bool:
     """Do ``paths`` hold at least ``ranks`` profiled ranks whose kernel tables weigh ``size`` bytes in all?
 
-    Found as :func:`lone_source` finds a rank, the walk stopping as soon as the answer is yes.
+    Found as :func:`lone_source` finds a rank, the walk stopping as soon as the answer is yes, or
+    after ``max_ranks`` ranks (then the answer is yes too: the caller asks to decide whether to start
+    work ahead, and a walk of thousands of ranks would cost more than starting it for nothing).
     """
-    def enough(sources: list[RankSource]) -> bool:
-        return len(sources) >= ranks and _kernel_bytes(sources) >= size
+    seen = {"n": 0, "bytes": 0}
 
-    found, complete = _scout(paths, enough)
-    return not complete or enough(found)
+    def enough(sources: list[RankSource]) -> bool:
+        seen["n"] = len(sources)
+        seen["bytes"] += _kernel_bytes(sources[-1:])  # a running total: each rank's files are looked at once
+        return len(sources) >= max_ranks or (len(sources) >= ranks and seen["bytes"] >= size)
+
+    _, complete = _scout(paths, enough)
+    return not complete or (seen["n"] >= ranks and seen["bytes"] >= size)
 
 
 def _kernel_bytes(sources: Sequence[RankSource]) -> int:

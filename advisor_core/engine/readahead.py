@@ -12,7 +12,8 @@ decides:
   from the SQLite export.
 - **several ranks that will go to worker processes** (``--jobs`` ≥ 2, or unset with
   :data:`~advisor_core.engine.rankwork.AUTO_PARALLEL_MIN_BYTES` of kernel tables and more
-  than one core): the worker server starts, and loads the plugins the run will load
+  than one core; a walk that has seen 64 ranks stops and counts them as enough): the worker
+  server starts, and loads the plugins the run will load
   (:func:`~advisor_core.engine.rankwork.start_server_ahead`), so the first worker is ready
   when the first rank is.
 
