@@ -156,7 +156,7 @@ def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs:
     these; --profile/--graphs/--config override. Exit code: 0 no finding at or
     above --fail-on, 1 findings, 2 usage or input error (or a plugin/rule failed).
     """
-    from advisor_core.engine.readahead import read_ahead
+    from advisor_core.engine.ahead import begin_ahead
 
     settings = _settings(settings_file)
     if not paths and not profiles and not graphs and not config:
@@ -169,7 +169,7 @@ def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs:
     from advisor_core.engine.plugins import plugin_spec
 
     every_rule = not _codes(select) and settings.select in (None, ["ALL"])
-    ahead = read_ahead(list(profiles) or list(paths), source=source, jobs=jobs, scheduler=scheduler,
+    ahead = begin_ahead(list(profiles) or list(paths), source=source, jobs=jobs, scheduler=scheduler,
                        plugins=plugin_spec(**_plugin_args(no_plugins, plugin_flags, settings)), kernels=every_rule)
 
     from advisor_core.engine.dask_units import SchedulerError

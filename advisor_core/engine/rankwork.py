@@ -104,7 +104,7 @@ def digest_rank(rank: Any, rules: Sequence[tuple[str, Any]]) -> RankDigest:
             scan = rank.prefetch("step_events") if _arrow_cores() > 1 else None
             try:
                 # The tables the rules read per rank, first: while a kernel table read ahead is still being
-                # parsed (engine.readahead) this thread would only wait for it.
+                # parsed (engine.ahead) this thread would only wait for it.
                 tables = rank_tables_of(rule for _, rule in rules)
                 for name in tables:
                     if rank.has_table(name):
@@ -243,7 +243,7 @@ def start_server_ahead(plugins: PluginSpec) -> None:
     """Start the worker server now, in the background, with the plugins ``plugins`` names loaded in it.
 
     For a run whose ranks are known to go to a pool before its own plugins load
-    (:mod:`advisor_core.engine.readahead`): the server's start (a fresh interpreter importing
+    (:mod:`advisor_core.engine.ahead`): the server's start (a fresh interpreter importing
     pandas, pyarrow and the plugins) then overlaps the client's, and each worker forks with
     the plugin host built (:mod:`advisor_core.engine.worker_server`).
     """

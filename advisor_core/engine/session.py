@@ -49,7 +49,7 @@ class SessionOptions:
     baseline: bool = False
     # the config already parsed by the caller (``advisor lint`` parses each file to tell YAML from not): not parsed twice
     config_document: Any = None
-    # reads the caller began ahead (``advisor analyze``; see engine.readahead): let go at the end of ``analyze``
+    # reads the caller began ahead (``advisor analyze``; see engine.ahead): let go at the end of ``analyze``
     read_ahead: Sequence[Any] = ()
 
 

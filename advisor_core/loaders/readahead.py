@@ -10,7 +10,7 @@ returns that result (waiting for it if still running) when file, spec and column
 exactly those, and replays into the caller's sink the diagnostics the read made, at the
 point the loader would have made them. Each read is claimed at most once; anything
 else reads as before. What to read ahead is the caller's choice (the engine's, see
-:mod:`advisor_core.engine.readahead`); this module imports neither pandas nor the
+:mod:`advisor_core.engine.ahead`); this module imports neither pandas nor the
 rest of the loaders, so a read can start before they are imported.
 """
 

@@ -51,13 +51,13 @@ def ahead(monkeypatch) -> list:
 
 def test_the_server_starts_ahead_for_several_ranks_going_to_a_pool(two_ranks: Path, ahead: list) -> None:
     from advisor_core.engine.plugins import plugin_spec
-    from advisor_core.engine.readahead import read_ahead
+    from advisor_core.engine.ahead import begin_ahead
 
     spec = plugin_spec(autoload=False, load=["Advisor-AICPU"], block=[])
-    assert read_ahead([two_ranks], source="auto", jobs=2, scheduler=None, plugins=spec) == []
+    assert begin_ahead([two_ranks], source="auto", jobs=2, scheduler=None, plugins=spec) == []
     assert ahead == [rankwork.PluginSpec(False, ("advisor-aicpu",), ())]
     for jobs, scheduler in ((1, None), (2, "tcp://127.0.0.1:1"), (None, None)):  # one core; Dask; too small to split
-        read_ahead([two_ranks], source="auto", jobs=jobs, scheduler=scheduler, plugins=spec)
+        begin_ahead([two_ranks], source="auto", jobs=jobs, scheduler=scheduler, plugins=spec)
     assert len(ahead) == 1
 
 

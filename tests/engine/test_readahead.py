@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor_core.engine.readahead import read_ahead
+from advisor_core.engine.ahead import begin_ahead
 from advisor_core.engine.session import Session, SessionOptions
 from advisor_core.loaders import csvtable, readahead
 from advisor_core.loaders.kernels import KERNELS
@@ -49,7 +49,7 @@ def _analyze(profile: Path, **opts) -> tuple[Session, list[tuple[str, str, float
 
 
 def test_the_op_view_claims_the_read_begun_ahead(lone_rank: Path, kernel_reads) -> None:
-    keys = read_ahead([lone_rank], source="auto", jobs=None, scheduler=None)
+    keys = begin_ahead([lone_rank], source="auto", jobs=None, scheduler=None)
     session, findings = _analyze(lone_rank, read_ahead=keys)
     assert len(kernel_reads) == 1 and kernel_reads[0][:4] == ("advisor-readahead-kernel_details.csv", "name", "type",
                                                              "accelerator_core")
@@ -100,15 +100,15 @@ def test_a_read_nobody_asks_for_is_not_handed_out(lone_rank: Path) -> None:
 
 
 def test_nothing_is_read_ahead_for_a_pool_one_core_or_a_database(lone_rank: Path, tmp_path: Path) -> None:
-    assert read_ahead([lone_rank], source="auto", jobs=1, scheduler=None) == []
-    assert read_ahead([lone_rank], source="auto", jobs=None, scheduler="local") == []
+    assert begin_ahead([lone_rank], source="auto", jobs=1, scheduler=None) == []
+    assert begin_ahead([lone_rank], source="auto", jobs=None, scheduler="local") == []
     two = tmp_path / "two"
     simulate_scenario("kitchen-sink", two, ranks=2, layers=1, steps=1, sets=SETS, ground_truth=False)
-    assert read_ahead([two / "profile"], source="auto", jobs=None, scheduler=None) == []
+    assert begin_ahead([two / "profile"], source="auto", jobs=None, scheduler=None) == []
     db = tmp_path / "db"
     simulate_scenario("kitchen-sink", db, ranks=1, layers=1, steps=1, sets=SETS, ground_truth=False, export="both")
-    assert read_ahead([db / "profile"], source="auto", jobs=None, scheduler=None) == []
-    keys = read_ahead([db / "profile"], source="text", jobs=None, scheduler=None)
+    assert begin_ahead([db / "profile"], source="auto", jobs=None, scheduler=None) == []
+    keys = begin_ahead([db / "profile"], source="text", jobs=None, scheduler=None)
     assert len(keys) == 1
     readahead.discard(keys)
 

@@ -1,6 +1,6 @@
 """What an analysis begins ahead, while its own start-up (pandas, the plugins, the rules) imports on one core.
 
-``advisor analyze`` calls :func:`read_ahead` before it loads the plugins. A bare walk of
+``advisor analyze`` calls :func:`begin_ahead` before it loads the plugins. A bare walk of
 the paths (:mod:`advisor_core.discover.profiles`, stopping as soon as it knows enough)
 decides:
 
@@ -29,7 +29,7 @@ from advisor_core.diagnostics import DiagnosticSink
 from advisor_core.loaders.readahead import Key, begin
 
 
-def read_ahead(paths: Sequence[Path], *, source: str, jobs: int | None, scheduler: str | None,
+def begin_ahead(paths: Sequence[Path], *, source: str, jobs: int | None, scheduler: str | None,
                plugins: Any = None, kernels: bool = True) -> list[Key]:
     """Begin what ``paths`` call for (see the module docstring); the keys of the reads begun.
 
