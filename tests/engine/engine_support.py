@@ -58,3 +58,18 @@ def run_cli(*args: str, site: Path | None = None, env: dict[str, str] | None = N
     script = Path(sys.executable).with_name("advisor")
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "advisor_core"]
     return subprocess.run([*cmd, *args], capture_output=True, text=True, env=e, cwd=cwd)
+
+
+SINGLE_DEVICE_SETS = ("parallel_config.model_parallel=1", "parallel_config.pipeline_stage=1",
+                      "parallel_config.micro_batch_num=1")
+
+
+def kitchen_sink_profile(out: Path, *, ranks: int, steps: int, export: str | None = None) -> Path:
+    """A simulated one-layer kitchen-sink profile, one device per rank (no model or pipeline parallelism), at
+    ``out``; its ``profile`` directory. ``export="both"`` writes the SQLite export beside the text files."""
+    from advisor_core.simulate import simulate_scenario
+
+    extra = {"export": export} if export else {}
+    simulate_scenario("kitchen-sink", out, ranks=ranks, layers=1, steps=steps, sets=SINGLE_DEVICE_SETS,
+                      ground_truth=False, **extra)
+    return out / "profile"
