@@ -12,16 +12,12 @@ from advisor_core.engine.ahead import begin_ahead
 from advisor_core.engine.session import Session, SessionOptions
 from advisor_core.loaders import csvtable, readahead
 from advisor_core.loaders.kernels import KERNELS
-from advisor_core.simulate import simulate_scenario
-
-SETS = ("parallel_config.model_parallel=1", "parallel_config.pipeline_stage=1", "parallel_config.micro_batch_num=1")
+from engine_support import kitchen_sink_profile
 
 
 @pytest.fixture(scope="module")
 def lone_rank(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("readahead") / "ks"
-    simulate_scenario("kitchen-sink", out, ranks=1, layers=1, steps=2, sets=SETS, ground_truth=False)
-    return out / "profile"
+    return kitchen_sink_profile(tmp_path_factory.mktemp("readahead") / "ks", ranks=1, steps=2)
 
 
 @pytest.fixture
@@ -102,13 +98,11 @@ def test_a_read_nobody_asks_for_is_not_handed_out(lone_rank: Path) -> None:
 def test_nothing_is_read_ahead_for_a_pool_one_core_or_a_database(lone_rank: Path, tmp_path: Path) -> None:
     assert begin_ahead([lone_rank], source="auto", jobs=1, scheduler=None) == []
     assert begin_ahead([lone_rank], source="auto", jobs=None, scheduler="local") == []
-    two = tmp_path / "two"
-    simulate_scenario("kitchen-sink", two, ranks=2, layers=1, steps=1, sets=SETS, ground_truth=False)
-    assert begin_ahead([two / "profile"], source="auto", jobs=None, scheduler=None) == []
-    db = tmp_path / "db"
-    simulate_scenario("kitchen-sink", db, ranks=1, layers=1, steps=1, sets=SETS, ground_truth=False, export="both")
-    assert begin_ahead([db / "profile"], source="auto", jobs=None, scheduler=None) == []
-    keys = begin_ahead([db / "profile"], source="text", jobs=None, scheduler=None)
+    two = kitchen_sink_profile(tmp_path / "two", ranks=2, steps=1)
+    assert begin_ahead([two], source="auto", jobs=None, scheduler=None) == []
+    db = kitchen_sink_profile(tmp_path / "db", ranks=1, steps=1, export="both")
+    assert begin_ahead([db], source="auto", jobs=None, scheduler=None) == []
+    keys = begin_ahead([db], source="text", jobs=None, scheduler=None)
     assert len(keys) == 1
     readahead.discard(keys)
 
@@ -126,18 +120,31 @@ def test_a_read_nobody_claims_is_waited_for(lone_rank: Path) -> None:
     ahead.thread.join()
 
 
-def test_the_walk_for_a_lone_rank_stops_at_the_second(tmp_path: Path, lone_rank: Path, monkeypatch) -> None:
+def _five_copies(profile: Path, dest: Path) -> Path:
+    """Five ranks under ``dest``: copies of ``profile``'s one rank directory, each with its own pid in the name."""
+    (rank_dir,) = [p for p in profile.iterdir() if p.is_dir()]
+    for i in range(5):
+        shutil.copytree(rank_dir, dest / rank_dir.name.replace("_30000_", f"_3000{i}_"))
+    return dest
+
+
+def _walked_ranks(monkeypatch) -> list[str]:  # type: ignore[no-untyped-def]
+    """The rank directories discovery's walker adds from now on, in order."""
     from advisor_core.discover import profiles
 
-    assert profiles.lone_source([lone_rank]).artifact("kernel_details").name == "kernel_details.csv"
-    many = tmp_path / "many"
-    (rank_dir,) = [p for p in lone_rank.iterdir() if p.is_dir()]
-    for i in range(5):
-        shutil.copytree(rank_dir, many / rank_dir.name.replace("_30000_", f"_3000{i}_"))
     walked: list[str] = []
     real = profiles._Walker._add_dir_source
     monkeypatch.setattr(profiles._Walker, "_add_dir_source",
                         lambda self, d, layout: (walked.append(d.name), real(self, d, layout)))
+    return walked
+
+
+def test_the_walk_for_a_lone_rank_stops_at_the_second(tmp_path: Path, lone_rank: Path, monkeypatch) -> None:
+    from advisor_core.discover import profiles
+
+    assert profiles.lone_source([lone_rank]).artifact("kernel_details").name == "kernel_details.csv"
+    many = _five_copies(lone_rank, tmp_path / "many")
+    walked = _walked_ranks(monkeypatch)
     assert profiles.lone_source([many]) is None
     assert len(walked) == 2  # not all five
     assert profiles.lone_source([tmp_path / "absent"]) is None
@@ -167,15 +174,9 @@ def test_analyze_with_a_selection_reads_nothing_ahead(lone_rank: Path, kernel_re
 def test_the_walk_that_decides_on_a_worker_server_is_bounded(tmp_path: Path, lone_rank: Path, monkeypatch) -> None:
     from advisor_core.discover import profiles
 
-    many = tmp_path / "many"
-    (rank_dir,) = [p for p in lone_rank.iterdir() if p.is_dir()]
-    for i in range(5):
-        shutil.copytree(rank_dir, many / rank_dir.name.replace("_30000_", f"_3000{i}_"))
+    many = _five_copies(lone_rank, tmp_path / "many")
     size = next(lone_rank.rglob("kernel_details.csv")).stat().st_size
-    walked: list[str] = []
-    real = profiles._Walker._add_dir_source
-    monkeypatch.setattr(profiles._Walker, "_add_dir_source",
-                        lambda self, d, layout: (walked.append(d.name), real(self, d, layout)))
+    walked = _walked_ranks(monkeypatch)
     assert profiles.kernel_bytes_reach([many], 2, 2 * size) and len(walked) == 2  # yes at the second rank
     walked.clear()
     assert not profiles.kernel_bytes_reach([many], 2, 6 * size) and len(walked) == 5  # all five: not enough
