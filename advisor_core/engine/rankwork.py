@@ -225,18 +225,15 @@ def prewarm(ranks: Sequence[Any], workers: int | None, rule_modules: Sequence[st
     Starting it (a fresh interpreter importing pandas and pyarrow, and ``rule_modules``, the
     modules the client's rules come from, so each worker forks with them imported) takes
     most of a second; begun as soon as the ranks are known, it overlaps the client's own set-up.
+    Nothing when :func:`start_server_ahead` has started it already.
     """
-    global _preload_rules
-    if pool_size(ranks, workers) <= 1 or not _main_is_importable():
+    if _started_ahead or pool_size(ranks, workers) <= 1 or not _main_is_importable():
         return
-    from multiprocessing import forkserver
-
-    _preload_rules = tuple(sorted(set(rule_modules)))
-    _context()
-    threading.Thread(target=forkserver.ensure_running, name="advisor-prewarm", daemon=True).start()
+    _start_server(tuple(sorted(set(rule_modules))), "advisor-prewarm")
 
 
 SERVER_PLUGINS_ENV = "ADVISOR_WORKER_SERVER_PLUGINS"  # how start_server_ahead tells the server what to load
+_started_ahead = False  # by start_server_ahead, with the plugins: prewarm's later start would only race it
 
 
 def start_server_ahead(plugins: PluginSpec) -> None:
@@ -247,25 +244,36 @@ def start_server_ahead(plugins: PluginSpec) -> None:
     pandas, pyarrow and the plugins) then overlaps the client's, and each worker forks with
     the plugin host built (:mod:`advisor_core.engine.worker_server`).
     """
+    global _started_ahead
     if not _main_is_importable():
         return
     import json
+
+    _started_ahead = True
+    _start_server(("advisor_core.engine.worker_server",), "advisor-server-ahead",
+                  {SERVER_PLUGINS_ENV: json.dumps([plugins.autoload, list(plugins.load), list(plugins.block)])})
+
+
+def _start_server(preload: tuple[str, ...], thread_name: str, env: Mapping[str, str] | None = None) -> None:
+    """Start the worker server on a background thread, importing :data:`_PRELOAD` and ``preload``, with ``env``
+    in its environment (this process's environment holds it only until the server has started)."""
+    global _preload_rules
     from multiprocessing import forkserver
 
-    global _preload_rules
-    _preload_rules = ("advisor_core.engine.worker_server",)
+    _preload_rules = preload
     _context()
+    env = dict(env or {})
 
     def start() -> None:
         try:
             forkserver.ensure_running()
         finally:
-            os.environ.pop(SERVER_PLUGINS_ENV, None)
+            for key in env:
+                os.environ.pop(key, None)
 
     # set here, not on the thread: whichever thread starts the server (a pool's may win the race) passes it on
-    os.environ[SERVER_PLUGINS_ENV] = json.dumps([plugins.autoload, list(plugins.load), list(plugins.block)])
-
-    threading.Thread(target=start, name="advisor-server-ahead", daemon=True).start()
+    os.environ.update(env)
+    threading.Thread(target=start, name=thread_name, daemon=True).start()
 
 
 def pool_size(ranks: Sequence[Any], workers: int | None) -> int:

@@ -8,22 +8,19 @@ import pytest
 
 from advisor_core.engine import rankwork
 from advisor_core.engine.session import Session, SessionOptions
-from advisor_core.simulate import simulate_scenario
-
-SETS = ("parallel_config.model_parallel=1", "parallel_config.pipeline_stage=1", "parallel_config.micro_batch_num=1")
+from engine_support import kitchen_sink_profile
 
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("prewarm") / "two"
-    simulate_scenario("kitchen-sink", out, ranks=2, layers=1, steps=1, sets=SETS, ground_truth=False)
-    return out / "profile"
+    return kitchen_sink_profile(tmp_path_factory.mktemp("prewarm") / "two", ranks=2, steps=1)
 
 
 @pytest.fixture
 def started(monkeypatch) -> list[tuple[str, ...]]:
     """The forkserver preload lists the client asked for (the server itself is not started)."""
     calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(rankwork, "_started_ahead", False)
     monkeypatch.setattr(rankwork, "_main_is_importable", lambda: True)
     monkeypatch.setattr("multiprocessing.forkserver.ensure_running", lambda: None)
     monkeypatch.setattr(rankwork, "_context", lambda: calls.append(rankwork._preload_rules))
@@ -38,6 +35,12 @@ def test_several_ranks_for_a_pool_preload_the_rule_modules(two_ranks: Path, star
 
 def test_no_server_for_one_core(two_ranks: Path, started: list) -> None:
     Session([two_ranks], SessionOptions(jobs=1)).inputs()
+    assert started == []
+
+
+def test_no_second_start_after_the_server_started_ahead(two_ranks: Path, started: list, monkeypatch) -> None:
+    monkeypatch.setattr(rankwork, "_started_ahead", True)  # its preload (the plugins) must not be replaced
+    Session([two_ranks], SessionOptions(jobs=2)).inputs()
     assert started == []
 
 
@@ -82,6 +85,8 @@ def test_a_worker_forked_from_a_server_started_ahead_has_the_plugins_loaded(monk
     from multiprocessing import forkserver
 
     monkeypatch.setattr(rankwork, "_main_is_importable", lambda: True)  # pytest-xdist's workers run from `-c`
+    monkeypatch.setattr(rankwork, "_started_ahead", False)  # what the start below sets, for this test only
+    monkeypatch.setattr(rankwork, "_preload_rules", ())
     if hasattr(forkserver._forkserver, "_stop"):
         forkserver._forkserver._stop()  # this test process may have one from another test, started without them
     spec = rankwork.PluginSpec(False, (), ())
