@@ -299,26 +299,23 @@ def kernel_bytes_reach(paths: Sequence[Path], ranks: int, size: int, *, max_rank
     after ``max_ranks`` ranks (then the answer is yes too: the caller asks to decide whether to start
     work ahead, and a walk of thousands of ranks would cost more than starting it for nothing).
     """
-    seen = {"n": 0, "bytes": 0}
+    total = 0  # kernel bytes of the ranks found so far: each rank's files are looked at once
 
     def enough(sources: list[RankSource]) -> bool:
-        seen["n"] = len(sources)
-        seen["bytes"] += _kernel_bytes(sources[-1:])  # a running total: each rank's files are looked at once
-        return len(sources) >= max_ranks or (len(sources) >= ranks and seen["bytes"] >= size)
+        nonlocal total
+        total += _kernel_size(sources[-1])
+        return len(sources) >= max_ranks or (len(sources) >= ranks and total >= size)
 
-    _, complete = _scout(paths, enough)
-    return not complete or (seen["n"] >= ranks and seen["bytes"] >= size)
+    found, complete = _scout(paths, enough)
+    return not complete or (len(found) >= ranks and total >= size)
 
 
-def _kernel_bytes(sources: Sequence[RankSource]) -> int:
-    total = 0
-    for src in sources:
-        path = src.artifact("kernel_details") or src.artifact("op_summary")
-        try:
-            total += path.stat().st_size if path is not None else 0
-        except OSError:
-            pass
-    return total
+def _kernel_size(src: RankSource) -> int:
+    path = src.artifact("kernel_details") or src.artifact("op_summary")
+    try:
+        return path.stat().st_size if path is not None else 0
+    except OSError:
+        return 0
 
 
 def _scout(paths: Sequence[Path], enough: Callable[[list[RankSource]], bool]) -> tuple[list[RankSource], bool]:

@@ -14,7 +14,6 @@ Everything is lazy: tables are read when a rule (or you) asks for them.
 from __future__ import annotations
 
 import sys
-
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
