@@ -51,35 +51,62 @@ def describe_name(name: str) -> NameParts:
 
     Equal to calling each of those functions (a test holds them together); the op view
     calls this once per distinct kernel name; the ranks of a run share their kernel names,
-    so the parse is cached for the process.
+    so the parse is cached for the process. Everything but the primitive and the scope
+    comes from the path above the op segment, which the ops of one cell share: that part
+    is parsed once per cell (:func:`_cell_parts`).
     """
     segs = name.split("/")
-    cut = None
     for i in range(1, len(segs)):
-        if "-op" in segs[i] and _OP_SEG_FULL.fullmatch(segs[i]):
-            cut = i + 1
+        seg = segs[i]
+        if "-op" in seg and _OP_SEG_FULL.fullmatch(seg):
             break
-    ssegs = segs[:cut] if cut is not None else segs
-    scope = "/".join(ssegs) if cut is not None else None
-    where = scope if scope is not None else name
-    m = _OP_SEG.match(ssegs[-1]) if scope is not None else None
-    inner = [x.removeprefix("recompute_") for x in ssegs if x != "Gradients"][:-1]
+    else:
+        return _describe_unscoped(name, segs)
+    parent = "/".join(segs[:i])
+    cell, forward, backward, grad, layer, recompute = _cell_parts(parent)
+    m = _OP_SEG.match(seg)
+    return NameParts(f"{parent}/{seg}", m.group("op") if m else None, cell, forward, backward, grad, layer,
+                     recompute or "recompute_" in seg)
+
+
+@lru_cache(maxsize=1 << 16)
+def _cell_parts(parent: str) -> tuple[str, str, bool, str, int | None, bool]:
+    """(cell, forward cell, backward, gradient segment, layer, recompute) of the path above an op segment."""
+    segs = parent.split("/")
     grads: list[str] = []
     kept: list[str] = []
-    for x in inner:  # a name has a dozen segments; one pass, lower-casing only what could start with "grad"
+    for x in segs:  # a path has a dozen segments; one pass, lower-casing only what could start with "grad"
+        if x == "Gradients":
+            continue
+        x = x.removeprefix("recompute_")
         (grads if x[:1] in "gG" and x.lower().startswith("grad") else kept).append(x)
-    cell = "/".join(kept)
-    fwd = ssegs[1:] if ssegs[0] == "Gradients" and len(ssegs) > 1 else ssegs
-    forward = "/".join([x for x in fwd[:-1] if not x.startswith("Grad_")])
-    layer = None
-    for seg in ssegs:
+    fwd = segs[1:] if segs[0] == "Gradients" else segs
+    forward = "/".join([x for x in fwd if not x.startswith("Grad_")])
+    backward = parent == "Gradients" or parent.startswith("Gradients/") or bool(grads)
+    return ("/".join(kept), forward, backward, grads[-1] if grads else "", _first_layer(segs),
+            "recompute_" in parent)
+
+
+def _first_layer(segs: list[str]) -> int | None:
+    for seg in segs:
         lm = _LAYER_SEG.match(seg) if seg[:1].isdigit() else None
         if lm:
-            layer = int(lm.group(1))
-            break
-    return NameParts(scope, m.group("op") if m else None, cell, forward,
-                     where.startswith("Gradients/") or bool(grads), grads[-1] if grads else "", layer,
-                     "recompute_" in where)
+            return int(lm.group(1))
+    return None
+
+
+def _describe_unscoped(name: str, segs: list[str]) -> NameParts:
+    """:func:`describe_name` of a name without an op segment (a GE kernel, a bare full name): the whole name
+    stands for the scope."""
+    inner = [x.removeprefix("recompute_") for x in segs if x != "Gradients"][:-1]
+    grads: list[str] = []
+    kept: list[str] = []
+    for x in inner:
+        (grads if x[:1] in "gG" and x.lower().startswith("grad") else kept).append(x)
+    fwd = segs[1:] if segs[0] == "Gradients" and len(segs) > 1 else segs
+    forward = "/".join([x for x in fwd[:-1] if not x.startswith("Grad_")])
+    return NameParts(None, None, "/".join(kept), forward, name.startswith("Gradients/") or bool(grads),
+                     grads[-1] if grads else "", _first_layer(segs), "recompute_" in name)
 
 
 def kernel_scope(name: str) -> str | None:

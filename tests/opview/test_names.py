@@ -34,13 +34,16 @@ REAL = [
     "trans_TransData_13",
     "hcom_allReduce__123_0_1",
     "Default/Cast-op0",
+    "Gradients/MatMul-op3/aclnnMatmul_MatMulV3Common_MatMulV3",  # the backward wrapper alone above the op
     "",
 ]
 
 _SEG = st.one_of(
     st.sampled_from(["Default", "Gradients", "recompute_Default", "layers-CellList", "Grad_MatMul", "grad_x",
                      "3-LLamaDecodeLayer", "12-Block", "wq-Linear", "MatMul-op3", "Cast-op0", "9x-op1", "-op2",
-                     "aclnnCast_CastAiCore_Cast", "recompute_wq-Linear", "_backbone-Cell", ""]),
+                     "aclnnCast_CastAiCore_Cast", "recompute_wq-Linear", "_backbone-Cell", "",
+                     # an op segment that is itself recomputed; a layer item first; a lower-case gradient cell
+                     "recompute_Cast-op2", "0-LLamaDecodeLayer", "gradients-Grad", "Grad_Cast"]),
     st.text(alphabet="ab1-_op", max_size=6),
 )
 
@@ -60,11 +63,30 @@ def test_a_decoder_layer_kernel() -> None:
     assert back.forward_cell.endswith("/feed_forward-LlamaFeedForward/w1-Linear")
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(st.lists(_SEG, min_size=1, max_size=9))
 def test_generated_names_parse_the_same(segs: list[str]) -> None:
     name = "/".join(segs)
     assert tuple(describe_name(name)) == _separately(name)
+
+
+def test_ops_of_one_cell_share_its_parse() -> None:
+    """The path above the op segment is parsed once per cell; each op still gets its own scope, primitive and
+    recompute flag."""
+    from advisor_core.opview.names import _cell_parts
+
+    cell = "Gradients/Default/network-M/layers-CellList/2-LLamaDecodeLayer/ffn_norm-LlamaRMSNorm/Grad_Cast"
+    names = [f"{cell}/Cast-op2/aclnnCast_CastAiCore_Cast", f"{cell}/recompute_Mul-op7/aclnnMul_MulAiCore_Mul"]
+    describe_name.cache_clear()
+    _cell_parts.cache_clear()
+    parts = [describe_name(n) for n in names]
+    assert _cell_parts.cache_info().currsize == 1
+    assert [p.scope for p in parts] == [f"{cell}/Cast-op2", f"{cell}/recompute_Mul-op7"]
+    assert [p.primitive for p in parts] == ["Cast", "recompute_Mul"]
+    assert [p.recompute for p in parts] == [False, True]
+    assert {(p.cell, p.backward, p.grad, p.layer) for p in parts} == {
+        ("Default/network-M/layers-CellList/2-LLamaDecodeLayer/ffn_norm-LlamaRMSNorm", True, "Grad_Cast", 2)}
+    assert [tuple(p) for p in parts] == [_separately(n) for n in names]
 
 
 def test_fold_layer_index_names_one_cell_of_every_layer() -> None:
