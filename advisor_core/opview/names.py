@@ -73,18 +73,21 @@ def describe_name(name: str) -> NameParts:
 def _cell_parts(parent: str) -> tuple[str, str, bool, str, int | None, bool]:
     """(cell, forward cell, backward, gradient segment, layer, recompute) of the path above an op segment."""
     segs = parent.split("/")
-    grads: list[str] = []
-    kept: list[str] = []
-    for x in segs:  # a path has a dozen segments; one pass, lower-casing only what could start with "grad"
-        if x == "Gradients":
-            continue
-        x = x.removeprefix("recompute_")
-        (grads if x[:1] in "gG" and x.lower().startswith("grad") else kept).append(x)
+    kept, grads = _split_gradient_segments([x.removeprefix("recompute_") for x in segs if x != "Gradients"])
     fwd = segs[1:] if segs[0] == "Gradients" else segs
     forward = "/".join([x for x in fwd if not x.startswith("Grad_")])
     backward = parent == "Gradients" or parent.startswith("Gradients/") or bool(grads)
     return ("/".join(kept), forward, backward, grads[-1] if grads else "", _first_layer(segs),
             "recompute_" in parent)
+
+
+def _split_gradient_segments(segs: list[str]) -> tuple[list[str], list[str]]:
+    """(cell segments, gradient segments: those starting with "grad" in any case), each in order."""
+    kept: list[str] = []
+    grads: list[str] = []
+    for x in segs:  # one pass, lower-casing only what could start with "grad"
+        (grads if x[:1] in "gG" and x.lower().startswith("grad") else kept).append(x)
+    return kept, grads
 
 
 def _first_layer(segs: list[str]) -> int | None:
@@ -98,11 +101,7 @@ def _first_layer(segs: list[str]) -> int | None:
 def _describe_unscoped(name: str, segs: list[str]) -> NameParts:
     """:func:`describe_name` of a name without an op segment (a GE kernel, a bare full name): the whole name
     stands for the scope."""
-    inner = [x.removeprefix("recompute_") for x in segs if x != "Gradients"][:-1]
-    grads: list[str] = []
-    kept: list[str] = []
-    for x in inner:
-        (grads if x[:1] in "gG" and x.lower().startswith("grad") else kept).append(x)
+    kept, grads = _split_gradient_segments([x.removeprefix("recompute_") for x in segs if x != "Gradients"][:-1])
     fwd = segs[1:] if segs[0] == "Gradients" and len(segs) > 1 else segs
     forward = "/".join([x for x in fwd[:-1] if not x.startswith("Grad_")])
     return NameParts(None, None, "/".join(kept), forward, name.startswith("Gradients/") or bool(grads),
