@@ -163,14 +163,11 @@ def analyze_command(paths: tuple[Path, ...], profiles: tuple[Path, ...], graphs:
         raise click.UsageError("give at least one PATH (or --profile/--graphs/--config)")
     scheduler = scheduler or os.environ.get("ADVISOR_SCHEDULER") or settings.scheduler
     # What the run's first part (imports, the plugins) overlaps: a lone rank's kernel table read on Arrow's
-    # threads, or for several ranks the start of the worker server (with these plugins loaded in it). With a
-    # selection the rules may not read kernels at all (which needs them is known only once they are loaded):
-    # then no read is begun that the run might have to wait for to no use.
-    from advisor_core.engine.plugins import plugin_spec
-
+    # threads. With a selection the rules may not read kernels at all (which needs them is known only once they
+    # are loaded): then no read is begun that the run might have to wait for to no use.
     every_rule = not _codes(select) and settings.select in (None, ["ALL"])
     ahead = begin_ahead(list(profiles) or list(paths), source=source, jobs=jobs, scheduler=scheduler,
-                       plugins=plugin_spec(**_plugin_args(no_plugins, plugin_flags, settings)), kernels=every_rule)
+                        kernels=every_rule)
 
     from advisor_core.engine.dask_units import SchedulerError
     from advisor_core.engine.runner import SelectionError

@@ -8,12 +8,35 @@ the analysis ends.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
 
 DELAY_S = 1.0
 _LABELS = {"ranks": "ranks analysed", "rules": "rules run"}
+
+# Displays entered and not yet exited. A fork (the analysis forks its worker processes) waits until none of
+# them is writing: a worker forked in the middle of a write would inherit stderr's lock taken, and hang on
+# it when it flushes its streams at exit.
+_OPEN: list["RunProgress"] = []
+_HELD: list[Any] = []
+
+
+def _hold_writers() -> None:
+    for display in list(_OPEN):
+        for lock in display._write_locks():
+            lock.acquire()
+            _HELD.append(lock)
+
+
+def _release_writers() -> None:
+    while _HELD:
+        _HELD.pop().release()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_hold_writers, after_in_parent=_release_writers, after_in_child=_release_writers)
 
 
 class RunProgress:
@@ -31,6 +54,7 @@ class RunProgress:
 
     def __enter__(self) -> "RunProgress":
         if self._enabled:
+            _OPEN.append(self)
             self._timer = threading.Timer(DELAY_S, self._show)
             self._timer.daemon = True
             self._timer.start()
@@ -44,6 +68,16 @@ class RunProgress:
             if self._progress is not None:
                 self._progress.stop()
                 self._progress = None
+        if self in _OPEN:
+            _OPEN.remove(self)
+
+    def _write_locks(self) -> list[Any]:
+        """The locks held while this display writes: its own (showing, updating), then rich's refresh thread's."""
+        locks: list[Any] = [self._lock]
+        live = getattr(self._progress, "live", None)
+        if live is not None and hasattr(live, "_lock"):
+            locks.append(live._lock)
+        return locks
 
     def __call__(self, phase: str, done: int, total: int) -> None:
         with self._lock:

@@ -292,32 +292,6 @@ def lone_source(paths: Sequence[Path]) -> RankSource | None:
     return found[0] if complete and len(found) == 1 else None
 
 
-def kernel_bytes_reach(paths: Sequence[Path], ranks: int, size: int, *, max_ranks: int = 64) -> bool:
-    """Do ``paths`` hold at least ``ranks`` profiled ranks whose kernel tables weigh ``size`` bytes in all?
-
-    Found as :func:`lone_source` finds a rank, the walk stopping as soon as the answer is yes, or
-    after ``max_ranks`` ranks (then the answer is yes too: the caller asks to decide whether to start
-    work ahead, and a walk of thousands of ranks would cost more than starting it for nothing).
-    """
-    total = 0  # kernel bytes of the ranks found so far: each rank's files are looked at once
-
-    def enough(sources: list[RankSource]) -> bool:
-        nonlocal total
-        total += _kernel_size(sources[-1])
-        return len(sources) >= max_ranks or (len(sources) >= ranks and total >= size)
-
-    found, complete = _scout(paths, enough)
-    return not complete or (len(found) >= ranks and total >= size)
-
-
-def _kernel_size(src: RankSource) -> int:
-    path = src.artifact("kernel_details") or src.artifact("op_summary")
-    try:
-        return path.stat().st_size if path is not None else 0
-    except OSError:
-        return 0
-
-
 def _scout(paths: Sequence[Path], enough: Callable[[list[RankSource]], bool]) -> tuple[list[RankSource], bool]:
     """The sources a bare walk of ``paths`` finds, and whether it walked them all (else ``enough`` ended it)."""
     walker = _Walker(DiagnosticSink(), enough=enough)

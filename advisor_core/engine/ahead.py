@@ -10,12 +10,8 @@ decides:
   way: the columns come from the same header and the same list
   (:func:`~advisor_core.opview.columns.op_view_columns`). Not when the kernels may come
   from the SQLite export.
-- **several ranks that will go to worker processes** (``--jobs`` ≥ 2, or unset with
-  :data:`~advisor_core.engine.rankwork.AUTO_PARALLEL_MIN_BYTES` of kernel tables and more
-  than one core; a walk that has seen 64 ranks stops and counts them as enough): the worker
-  server starts, and loads the plugins the run will load
-  (:func:`~advisor_core.engine.rankwork.start_server_ahead`), so the first worker is ready
-  when the first rank is.
+- **several ranks**: nothing. The workers that share them are forked from this process
+  once it has set up (:mod:`advisor_core.engine.rankwork`), with all it imported.
 
 Nothing with ``--jobs 1`` (one core) or a Dask scheduler.
 """
@@ -23,19 +19,17 @@ Nothing with ``--jobs 1`` (one core) or a Dask scheduler.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from advisor_core.diagnostics import DiagnosticSink
 from advisor_core.loaders.readahead import Key, begin
 
 
 def begin_ahead(paths: Sequence[Path], *, source: str, jobs: int | None, scheduler: str | None,
-               plugins: Any = None, kernels: bool = True) -> list[Key]:
+               kernels: bool = True) -> list[Key]:
     """Begin what ``paths`` call for (see the module docstring); the keys of the reads begun.
 
-    ``plugins`` (a :class:`~advisor_core.engine.rankwork.PluginSpec`) is what the run will load
-    (``None``: no worker server is started ahead). ``kernels=False``: the run may not read a
-    kernel table (a selection of rules), so none is read ahead.
+    ``kernels=False``: the run may not read a kernel table (a selection of rules), so none is read ahead.
     """
     if scheduler or jobs == 1 or not paths:
         return []
@@ -44,8 +38,6 @@ def begin_ahead(paths: Sequence[Path], *, source: str, jobs: int | None, schedul
     paths = [Path(p) for p in paths]
     rank = lone_source(paths)
     if rank is None:
-        if plugins is not None:
-            _start_workers(paths, jobs, plugins)
         return []
     if not kernels:
         return []
@@ -61,13 +53,3 @@ def begin_ahead(paths: Sequence[Path], *, source: str, jobs: int | None, schedul
     if header is None:
         return []
     return [begin(path, KERNELS, op_view_columns(header.available))]
-
-
-def _start_workers(paths: Sequence[Path], jobs: int | None, plugins: Any) -> None:
-    from advisor_core.discover.profiles import kernel_bytes_reach
-    from advisor_core.engine.rankwork import AUTO_PARALLEL_MIN_BYTES, default_workers, start_server_ahead
-
-    if jobs is None and default_workers() < 2:
-        return
-    if kernel_bytes_reach(paths, 2, AUTO_PARALLEL_MIN_BYTES if jobs is None else 0):
-        start_server_ahead(plugins)

@@ -9,11 +9,14 @@ rule's evidence, and the diagnostics and failures of that rank. The client adopt
 the digests in rank order, so the report is the same whatever ran the units.
 
 :func:`run_rank_units` runs them in this process (``workers <= 1``) or in this process
-and a process pool together (``concurrent.futures`` with the ``forkserver`` start
-method: workers fork from a server that has imported pandas and pyarrow once, and no
-thread pool of this process is inherited). A worker rebuilds the plugin host from the same options and
-reads its rank's files itself; only the rank's :class:`RankSource` and the rule codes
-and options travel to it.
+and a process pool together (``concurrent.futures``). On Linux the workers are forked
+from this process, on its main thread, before its own lane starts: each begins as a
+copy with pandas, pyarrow, the plugins and the rules imported (a fresh interpreter
+importing them takes most of a second per worker), and no thread of this process is
+in the middle of anything it could be holding a lock for. Elsewhere they are spawned.
+A worker builds the plugin host from the same options (in a forked one, from modules
+already imported) and reads its rank's files itself; only the rank's
+:class:`RankSource` and the rule codes and options travel to it.
 """
 
 from __future__ import annotations
@@ -205,75 +208,15 @@ def run_rank_job(job: RankJob) -> RankDigest:
 
 # -- client side -----------------------------------------------------------------------------------
 
-_PRELOAD = ["advisor_core.engine.rankwork", "advisor_core.opview.build", "advisor_core.analyses.step_time",
-            "advisor_core.analyses.kernel_steps", "advisor_core.model.run", "advisor_core.engine.runner",
-            "advisor_core.engine.session", "pyarrow.pandas_compat"]
-_preload_rules: tuple[str, ...] = ()  # the modules of the client's rules (prewarm): imported once, in the server
-
-
 def _context() -> Any:
+    """Where workers come from: forked from this process on Linux (see the module docstring), else spawned.
+
+    Not fork on macOS (system libraries are not fork-safe there; Python's default is spawn) nor Windows.
+    """
     import multiprocessing as mp
+    import sys
 
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload([*_PRELOAD, *_preload_rules])
-    return ctx
-
-
-def prewarm(ranks: Sequence[Any], workers: int | None, rule_modules: Sequence[str] = ()) -> None:
-    """Start the worker server in the background when the units of ``ranks`` will run in a pool.
-
-    Starting it (a fresh interpreter importing pandas and pyarrow, and ``rule_modules``, the
-    modules the client's rules come from, so each worker forks with them imported) takes
-    most of a second; begun as soon as the ranks are known, it overlaps the client's own set-up.
-    Nothing when :func:`start_server_ahead` has started it already.
-    """
-    if _started_ahead or pool_size(ranks, workers) <= 1 or not _main_is_importable():
-        return
-    _start_server(tuple(sorted(set(rule_modules))), "advisor-prewarm")
-
-
-SERVER_PLUGINS_ENV = "ADVISOR_WORKER_SERVER_PLUGINS"  # how start_server_ahead tells the server what to load
-_started_ahead = False  # by start_server_ahead, with the plugins: prewarm's later start would only race it
-
-
-def start_server_ahead(plugins: PluginSpec) -> None:
-    """Start the worker server now, in the background, with the plugins ``plugins`` names loaded in it.
-
-    For a run whose ranks are known to go to a pool before its own plugins load
-    (:mod:`advisor_core.engine.ahead`): the server's start (a fresh interpreter importing
-    pandas, pyarrow and the plugins) then overlaps the client's, and each worker forks with
-    the plugin host built (:mod:`advisor_core.engine.worker_server`).
-    """
-    global _started_ahead
-    if not _main_is_importable():
-        return
-    import json
-
-    _started_ahead = True
-    _start_server(("advisor_core.engine.worker_server",), "advisor-server-ahead",
-                  {SERVER_PLUGINS_ENV: json.dumps([plugins.autoload, list(plugins.load), list(plugins.block)])})
-
-
-def _start_server(preload: tuple[str, ...], thread_name: str, env: Mapping[str, str] | None = None) -> None:
-    """Start the worker server on a background thread, importing :data:`_PRELOAD` and ``preload``, with ``env``
-    in its environment (this process's environment holds it only until the server has started)."""
-    global _preload_rules
-    from multiprocessing import forkserver
-
-    _preload_rules = preload
-    _context()
-    env = dict(env or {})
-
-    def start() -> None:
-        try:
-            forkserver.ensure_running()
-        finally:
-            for key in env:
-                os.environ.pop(key, None)
-
-    # set here, not on the thread: whichever thread starts the server (a pool's may win the race) passes it on
-    os.environ.update(env)
-    threading.Thread(target=start, name=thread_name, daemon=True).start()
+    return mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
 
 
 def pool_size(ranks: Sequence[Any], workers: int | None) -> int:
@@ -336,7 +279,7 @@ def run_rank_units(
         return cluster.run(ranks, rules, plugins, progress)
     single_core = workers == 1
     workers = pool_size(ranks, workers)
-    if workers <= 1 or plugins is None or not _main_is_importable():
+    if workers <= 1 or plugins is None or not _workers_can_start():
         out = []
         with _arrow_threads(1 if single_core else None):
             for i, r in enumerate(ranks):
@@ -389,6 +332,10 @@ class _PoolFeeder(threading.Thread):
     """Runs rank jobs on a pool of ``size`` worker processes, one in flight per worker, taking each next job
     from ``take`` (``None``: no more) as a worker frees up, and handing each digest to ``finished``.
 
+    The pool starts in the constructor, on the caller's thread, with the first job of each worker: with the
+    ``fork`` start method that is when the workers are forked (all of them, at the first job), so the caller
+    creates the feeder before it starts anything else. ``start()`` then feeds the rest from this thread.
+
     One in flight per worker, not all submitted at once: a rank no worker has begun stays in the queue, where
     the client's own lane can still take it. ``error`` is what stopped the pool (then the ranks it held are
     not finished; the caller analyses them).
@@ -399,22 +346,36 @@ class _PoolFeeder(threading.Thread):
         super().__init__(name="advisor-pool-feeder", daemon=True)
         self._size, self._jobs, self._take, self._finished = size, jobs, take, finished
         self.error: BaseException | None = None
+        self._running: dict[Future[RankDigest], int] = {}
+        self._pool: ProcessPoolExecutor | None = None
+        try:
+            self._pool = ProcessPoolExecutor(max_workers=size, mp_context=_context(), initializer=_init_worker)
+            self._submit_while_free()
+        except BaseException as exc:  # noqa: BLE001 - as in run(): the client analyses what the pool did not
+            self.error = exc
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def _submit_while_free(self) -> None:
+        assert self._pool is not None
+        while len(self._running) < self._size and (i := self._take()) is not None:
+            self._running[self._pool.submit(run_rank_job, self._jobs[i])] = i
 
     def run(self) -> None:
         from concurrent.futures import FIRST_COMPLETED, wait
 
+        if self._pool is None:
+            return
         try:
-            with ProcessPoolExecutor(max_workers=self._size, mp_context=_context(),
-                                     initializer=_init_worker) as pool:
-                running: dict[Future[RankDigest], int] = {}
+            with self._pool:
                 while True:
-                    while len(running) < self._size and (i := self._take()) is not None:
-                        running[pool.submit(run_rank_job, self._jobs[i])] = i
-                    if not running:
+                    self._submit_while_free()
+                    if not self._running:
                         return
-                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    done, _ = wait(self._running, return_when=FIRST_COMPLETED)
                     for fut in done:
-                        self._finished(running.pop(fut), fut.result())
+                        self._finished(self._running.pop(fut), fut.result())
         except BaseException as exc:  # noqa: BLE001 - handed to the client, which decides
             self.error = exc
 
@@ -435,13 +396,15 @@ def _arrow_threads(count: int | None) -> Iterator[None]:
         pa.set_cpu_count(saved)
 
 
-def _main_is_importable() -> bool:
-    """Can a worker process re-import ``__main__`` (as multiprocessing's forkserver does)?
+def _workers_can_start() -> bool:
+    """Can worker processes run here? Forked ones always; spawned ones re-import ``__main__``.
 
-    Not from a REPL, ``python -`` or ``python -c``: then the work stays in this process.
+    Spawned: not from a REPL, ``python -`` or ``python -c``, where the work then stays in this process.
     """
     import sys
 
+    if _context().get_start_method() == "fork":
+        return True
     main = sys.modules.get("__main__")
     if main is None or getattr(main, "__spec__", None) is not None:
         return True

@@ -99,11 +99,6 @@ class Session:
 
             self._run = load_run(*self.profile_paths, sink=self.sink, loaders=self._loaders(), report_empty=True,
                                  source=self.options.source)
-            if self.host.spec is not None and not self.options.scheduler:
-                from advisor_core.engine.rankwork import prewarm
-
-                prewarm(list(self._run), self.options.jobs,
-                        rule_modules=[reg.cls.__module__ for reg in self.host.rules().values()])
         if self.graph_paths:
             from advisor_core.ir.dumps import find_ir_dumps
 

@@ -136,6 +136,61 @@ def test_progress_only_on_a_terminal_after_the_delay(monkeypatch) -> None:
     assert buf.getvalue() == ""
 
 
+def test_a_fork_waits_until_the_display_is_not_writing(monkeypatch) -> None:
+    """The analysis forks its workers while the display may be refreshing: the fork takes the display's locks."""
+    import os
+    import threading
+    import time
+
+    def free_elsewhere(locks: list) -> list[bool]:  # type: ignore[type-arg]
+        got: list[bool] = []
+
+        def probe() -> None:
+            for lock in locks:
+                ok = lock.acquire(blocking=False)
+                got.append(ok)
+                if ok:
+                    lock.release()
+
+        t = threading.Thread(target=probe)
+        t.start()
+        t.join()
+        return got
+
+    monkeypatch.setattr(progress_mod, "DELAY_S", 0.0)
+    with RunProgress(Console(file=io.StringIO(), force_terminal=True, width=100)) as p:
+        p("ranks", 1, 2)
+        deadline = time.monotonic() + 5
+        while p._progress is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        locks = p._write_locks()
+        assert len(locks) == 2  # its own, and rich's refresh thread's
+        progress_mod._hold_writers()  # what the fork runs first
+        assert free_elsewhere(locks) == [False, False]
+        progress_mod._release_writers()
+        assert free_elsewhere(locks) == [True, True]
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert free_elsewhere(locks) == [True, True]  # released again after the fork
+    assert progress_mod._OPEN == []
+
+    asked: list[int] = []
+
+    class Probe:
+        def _write_locks(self) -> list:  # type: ignore[type-arg]
+            asked.append(os.getpid())
+            return []
+
+    monkeypatch.setattr(progress_mod, "_OPEN", [Probe()])
+    pid = os.fork()  # any fork of this process asks the open displays first
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert asked == [os.getpid()]
+
+
 def test_a_prefetched_table_is_read_once(cluster_run: Path, monkeypatch) -> None:
     """The step events scanned on a second thread while the kernels are read: whoever asks meanwhile waits for them."""
     import threading

@@ -169,17 +169,3 @@ def test_analyze_with_a_selection_reads_nothing_ahead(lone_rank: Path, kernel_re
     assert out.exists()
     assert [r[0] for r in kernel_reads if r[0].startswith("advisor-readahead")] == []  # MD001 reads no kernels
     assert readahead._pending == {}
-
-
-def test_the_walk_that_decides_on_a_worker_server_is_bounded(tmp_path: Path, lone_rank: Path, monkeypatch) -> None:
-    from advisor_core.discover import profiles
-
-    many = _five_copies(lone_rank, tmp_path / "many")
-    size = next(lone_rank.rglob("kernel_details.csv")).stat().st_size
-    walked = _walked_ranks(monkeypatch)
-    assert profiles.kernel_bytes_reach([many], 2, 2 * size) and len(walked) == 2  # yes at the second rank
-    walked.clear()
-    assert not profiles.kernel_bytes_reach([many], 2, 6 * size) and len(walked) == 5  # all five: not enough
-    walked.clear()
-    assert profiles.kernel_bytes_reach([many], 2, 6 * size, max_ranks=3) and len(walked) == 3  # bounded
-    assert not profiles.kernel_bytes_reach([lone_rank], 2, 0)
