@@ -13,7 +13,10 @@ floor's RSS). Targets: time ≤ 1.5× the floor at 1 M and 4 M rows, RSS ≤ 1.5
 Cluster: 16 ranks × ~100 k rows, ``--jobs 1`` against ``--jobs 2`` (target: ≤ 0.6×),
 and the two JSON reports compared byte for byte.
 
-Each measurement is the best of ``--repeat`` runs (the machine is shared; run it quiet)::
+The runs of what is compared (floor and analyze; ``--jobs 1`` and ``--jobs 2``) alternate, ``--repeat``
+times, so a machine that slows down or speeds up during the bench slows both sides alike. Printed:
+the ratio of the best runs of each side, and the median of the ratios of the runs made next to each
+other (the machine is shared; run it quiet)::
 
     python bench/bench_analyze.py [--quick] [--keep DIR] [--code DIR] [--skip-cluster]
 
@@ -24,9 +27,9 @@ Each measurement is the best of ``--repeat`` runs (the machine is shared; run it
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -68,9 +71,14 @@ def _spawn_measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[
     return wall, usage.ru_maxrss * 1024, text
 
 
-def _best(repeat: int, fn):  # type: ignore[no-untyped-def]
-    runs = [fn() for _ in range(repeat)]
-    return min(runs, key=lambda r: r[0]), max(r[1] for r in runs)
+def _alternating(repeat: int, *fns):  # type: ignore[no-untyped-def]
+    """Run ``fns`` in turn, ``repeat`` rounds: per fn its best run (least wall time) and its largest peak RSS;
+    and per later fn the median, over the rounds, of its wall time over the first fn's in the same round."""
+    rounds = [[fn() for fn in fns] for _ in range(repeat)]
+    best = [min((r[i] for r in rounds), key=lambda run: run[0]) for i in range(len(fns))]
+    peak = [max(r[i][1] for r in rounds) for i in range(len(fns))]
+    paired = [statistics.median(r[i][0] / r[0][0] for r in rounds) for i in range(1, len(fns))]
+    return best, peak, paired
 
 
 def _simulate(out: Path, ranks: int, steps: int, layers: int, env: dict[str, str]) -> None:
@@ -100,15 +108,18 @@ def single_rank(base: Path, rows_wanted: int, repeat: int, env: dict[str, str], 
     (csv,) = _kernel_files(out / "profile")
     size = csv.stat().st_size
     rows = _rows(csv)
-    (floor_s, floor_rss, _), _ = _best(repeat, lambda: _spawn_measured([sys.executable, "-c", FLOOR, str(csv)], env))
     report = out / "report.json"
     # default --jobs: one rank stays in one process, with Arrow's reader on every core (as the floor's read_csv)
     cmd = [sys.executable, "-m", "advisor_core", "analyze", str(out / "profile"), "--format", "json", "-o", str(report),
            "--quiet"] + (["--timings"] if timings else [])
-    (wall, rss, text), _ = _best(repeat, lambda: _spawn_measured(cmd, code_env))
+    best, _, (paired,) = _alternating(repeat, lambda: _spawn_measured([sys.executable, "-c", FLOOR, str(csv)], env),
+                                      lambda: _spawn_measured(cmd, code_env))
+    (floor_s, _, _), (wall, _, text) = best
+    # peak RSS of the best runs (the RSS of a run hardly varies; the best is the one the time ratio is of)
+    floor_rss, rss = best[0][1], best[1][1]
     return {"rows": rows, "csv_mb": size / 1e6, "floor_s": floor_s, "floor_rss_mb": floor_rss / 1e6,
-            "analyze_s": wall, "analyze_rss_mb": rss / 1e6, "time_ratio": wall / floor_s, "rss_per_file": rss / size,
-            "rss_per_floor_rss": rss / floor_rss, "timings": text if timings else ""}
+            "analyze_s": wall, "analyze_rss_mb": rss / 1e6, "time_ratio": wall / floor_s, "paired_ratio": paired,
+            "rss_per_file": rss / size, "rss_per_floor_rss": rss / floor_rss, "timings": text if timings else ""}
 
 
 def cluster(base: Path, ranks: int, rows_per_rank: int, repeat: int, env: dict[str, str], code_env: dict[str, str]) -> dict:
@@ -118,16 +129,12 @@ def cluster(base: Path, ranks: int, rows_per_rank: int, repeat: int, env: dict[s
         _simulate(out, ranks, steps, 40, env)
     files = _kernel_files(out / "profile")
     rows = sum(_rows(p) for p in files)
-    res = {}
-    for jobs in (1, 2):
-        report = out / f"report-j{jobs}.json"
-        cmd = [sys.executable, "-m", "advisor_core", "analyze", str(out / "profile"), "--format", "json", "-o",
-               str(report), "--jobs", str(jobs), "--quiet"]
-        (wall, rss, _), _ = _best(repeat, lambda: _spawn_measured(cmd, code_env))
-        res[jobs] = (wall, rss)
+    cmds = [[sys.executable, "-m", "advisor_core", "analyze", str(out / "profile"), "--format", "json", "-o",
+             str(out / f"report-j{jobs}.json"), "--jobs", str(jobs), "--quiet"] for jobs in (1, 2)]
+    best, peak, (paired,) = _alternating(repeat, *(lambda c=c: _spawn_measured(c, code_env) for c in cmds))
     same = (out / "report-j1.json").read_bytes() == (out / "report-j2.json").read_bytes()
-    return {"ranks": len(files), "rows": rows, "j1_s": res[1][0], "j2_s": res[2][0], "ratio": res[2][0] / res[1][0],
-            "identical": same, "j1_rss_mb": res[1][1] / 1e6, "j2_rss_mb": res[2][1] / 1e6}
+    return {"ranks": len(files), "rows": rows, "j1_s": best[0][0], "j2_s": best[1][0], "ratio": best[1][0] / best[0][0],
+            "paired_ratio": paired, "identical": same, "j1_rss_mb": peak[0] / 1e6, "j2_rss_mb": peak[1] / 1e6}
 
 
 def main() -> None:
@@ -153,12 +160,13 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; analyze from {code}")
     try:
         print("single rank (floor: pyarrow.csv.read_csv of the same kernel_details.csv, all columns):")
-        print(f"{'rows':>10} {'csv MB':>8} {'floor s':>8} {'analyze s':>10} {'time/floor':>11} "
+        print(f"{'rows':>10} {'csv MB':>8} {'floor s':>8} {'analyze s':>10} {'time/floor':>11} {'paired':>7} "
               f"{'RSS MB':>8} {'RSS/file':>9} {'RSS/floor RSS':>14}")
         for n in sizes:
             r = single_rank(base, n, args.repeat, env, code_env, timings=(n == 1_000_000 or n == sizes[-1]))
             print(f"{r['rows']:>10,} {r['csv_mb']:>8.1f} {r['floor_s']:>8.2f} {r['analyze_s']:>10.2f} "
-                  f"{r['time_ratio']:>10.2f}x {r['analyze_rss_mb']:>8.0f} {r['rss_per_file']:>8.2f}x "
+                  f"{r['time_ratio']:>10.2f}x {r['paired_ratio']:>6.2f}x {r['analyze_rss_mb']:>8.0f} "
+                  f"{r['rss_per_file']:>8.2f}x "
                   f"{r['rss_per_floor_rss']:>13.2f}x")
             if r["timings"]:
                 print("    " + "\n    ".join(line for line in r["timings"].splitlines() if line.strip()))
@@ -168,7 +176,8 @@ def main() -> None:
             ranks, per = (4, 50_000) if args.quick else (16, 100_000)
             c = cluster(base, ranks, per, args.repeat, env, code_env)
             print(f"cluster: {c['ranks']} ranks, {c['rows']:,} kernel rows: --jobs 1 {c['j1_s']:.2f} s, "
-                  f"--jobs 2 {c['j2_s']:.2f} s = {c['ratio']:.2f}x; JSON identical: {c['identical']}; "
+                  f"--jobs 2 {c['j2_s']:.2f} s = {c['ratio']:.2f}x (paired median {c['paired_ratio']:.2f}x); "
+                  f"JSON identical: {c['identical']}; "
                   f"peak RSS {c['j1_rss_mb']:.0f} / {c['j2_rss_mb']:.0f} MB")
     finally:
         if args.keep is None:
