@@ -292,6 +292,22 @@ def lone_source(paths: Sequence[Path]) -> RankSource | None:
     return found[0] if complete and len(found) == 1 else None
 
 
+def scout_sources(paths: Sequence[Path], max_ranks: int) -> list[RankSource] | None:
+    """Every profiled rank under ``paths``, found as :func:`lone_source` finds one (no identity, metadata or
+    diagnostics); ``None`` when there are more than ``max_ranks`` (the walk stops there)."""
+    found, complete = _scout(paths, lambda sources: len(sources) > max_ranks)
+    return found if complete else None
+
+
+def kernel_table_size(src: RankSource) -> int:
+    """Bytes of the rank's kernel table on disk (``kernel_details.csv``, else ``op_summary``); 0 without one."""
+    path = src.artifact("kernel_details") or src.artifact("op_summary")
+    try:
+        return path.stat().st_size if path is not None else 0
+    except OSError:
+        return 0
+
+
 def _scout(paths: Sequence[Path], enough: Callable[[list[RankSource]], bool]) -> tuple[list[RankSource], bool]:
     """The sources a bare walk of ``paths`` finds, and whether it walked them all (else ``enough`` ended it)."""
     walker = _Walker(DiagnosticSink(), enough=enough)

@@ -10,8 +10,12 @@ decides:
   way: the columns come from the same header and the same list
   (:func:`~advisor_core.opview.columns.op_view_columns`). Not when the kernels may come
   from the SQLite export.
-- **several ranks**: nothing. The workers that share them are forked from this process
-  once it has set up (:mod:`advisor_core.engine.rankwork`), with all it imported.
+- **several ranks going to worker processes** (``--jobs`` ≥ 2, or unset with
+  :data:`~advisor_core.engine.rankwork.AUTO_PARALLEL_MIN_BYTES` of kernel tables and more
+  than one core; at most :data:`MAX_RANKS_WALKED` ranks): the first rank of each lane — the
+  largest kernel tables, one per lane — is read the same way. The workers are forked from
+  this process once it has set up (:mod:`advisor_core.engine.rankwork`), after these reads
+  have ended: each lane, this process included, claims its own, and starts with it read.
 
 Nothing with ``--jobs 1`` (one core) or a Dask scheduler.
 """
@@ -19,7 +23,7 @@ Nothing with ``--jobs 1`` (one core) or a Dask scheduler.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from advisor_core.diagnostics import DiagnosticSink
 from advisor_core.loaders.readahead import Key, begin
@@ -36,20 +40,47 @@ def begin_ahead(paths: Sequence[Path], *, source: str, jobs: int | None, schedul
     from advisor_core.discover.profiles import lone_source
 
     paths = [Path(p) for p in paths]
-    rank = lone_source(paths)
-    if rank is None:
-        return []
     if not kernels:
         return []
-    if source == "db" or (source != "text" and any(kind.endswith("_db") for kind in rank.artifacts)):
-        return []  # the kernels may be read from the database export
+    rank = lone_source(paths)
+    if rank is not None:
+        return _read_kernels_ahead([rank], source)
+    return _read_kernels_ahead(_first_of_each_lane(paths, jobs), source)
+
+
+MAX_RANKS_WALKED = 256  # beyond, the bare walk costs more than a first rank's read saves
+
+
+def _first_of_each_lane(paths: Sequence[Path], jobs: int | None) -> list[Any]:
+    """The rank each lane of a pool starts with (the largest kernel tables, as the lanes take them), or none."""
+    from advisor_core.discover.profiles import kernel_table_size, scout_sources
+    from advisor_core.engine.rankwork import AUTO_PARALLEL_MIN_BYTES, default_workers
+
+    lanes = jobs if jobs is not None else default_workers()
+    if lanes < 2:
+        return []
+    sources = scout_sources(paths, MAX_RANKS_WALKED)
+    if not sources or len(sources) < 2:
+        return []
+    sizes = {id(src): kernel_table_size(src) for src in sources}
+    if jobs is None and sum(sizes.values()) < AUTO_PARALLEL_MIN_BYTES:
+        return []  # the run stays in this process (rankwork.pool_size): its own loop reads as it goes
+    largest = sorted(sources, key=lambda src: (-sizes[id(src)], str(src.path)))
+    return largest[:min(lanes, len(sources))]
+
+
+def _read_kernels_ahead(ranks: Sequence[Any], source: str) -> list[Key]:
     from advisor_core.loaders.csvtable import read_header
     from advisor_core.loaders.kernels import KERNELS
     from advisor_core.opview.columns import op_view_columns
 
-    path = rank.artifact("kernel_details") or rank.artifact("op_summary")
-    quiet = DiagnosticSink()  # the run's own header read says whatever there is to say
-    header = read_header(path, KERNELS, quiet, what=path.name) if path is not None else None
-    if header is None:
-        return []
-    return [begin(path, KERNELS, op_view_columns(header.available))]
+    keys = []
+    for rank in ranks:
+        if source == "db" or (source != "text" and any(kind.endswith("_db") for kind in rank.artifacts)):
+            continue  # the kernels may be read from the database export
+        path = rank.artifact("kernel_details") or rank.artifact("op_summary")
+        quiet = DiagnosticSink()  # the run's own header read says whatever there is to say
+        header = read_header(path, KERNELS, quiet, what=path.name) if path is not None else None
+        if header is not None:
+            keys.append(begin(path, KERNELS, op_view_columns(header.available)))
+    return keys

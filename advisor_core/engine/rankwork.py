@@ -219,6 +219,10 @@ def _context() -> Any:
     return mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
 
 
+# A worker is given its next rank before it has finished the last while the queue holds this many per lane.
+QUEUED_AHEAD_WHILE = 2
+
+
 def pool_size(ranks: Sequence[Any], workers: int | None) -> int:
     """Worker processes the units of ``ranks`` get (1: this process); see :func:`run_rank_units`."""
     n = len(ranks)
@@ -289,7 +293,10 @@ def run_rank_units(
         return out
     jobs = [RankJob(r._source, tuple((c, dict(raw)) for c, _, raw in rules), plugins) for r in ranks]
     # largest ranks first, so no lane is left with a big one at the end
-    queue = deque(sorted(range(n), key=lambda i: -kernel_bytes([ranks[i]])))
+    queue = deque(_first_read_ahead(sorted(range(n), key=lambda i: -kernel_bytes([ranks[i]])), ranks, workers - 1))
+    from advisor_core.loaders import readahead
+
+    readahead.wait_all()  # no Arrow read may run in this process as it forks; the workers inherit the tables
     results: dict[int, RankDigest] = {}
     lock = threading.Lock()
 
@@ -306,7 +313,8 @@ def run_rank_units(
     # This process is one of the ``workers`` lanes: it is warm (imports, plugins) while the pool still starts, and
     # would otherwise sit idle. The pool's lanes take the largest ranks, one at a time each, from a thread here
     # (so starting them does not hold this lane up); this process the smallest, until none is left.
-    feeder = _PoolFeeder(workers - 1, jobs, lambda: take(True), finished)
+    feeder = _PoolFeeder(workers - 1, jobs, lambda: take(True), finished, lambda: len(queue))
+    readahead.discard_paths([p for i in feeder.started for p in _kernel_paths(ranks[i])])  # the workers claim these
     feeder.start()
     with _arrow_threads(1):
         while (i := take(False)) is not None:
@@ -328,6 +336,26 @@ def run_rank_units(
     return [results[i] for i in range(n)]
 
 
+def _kernel_paths(rank: Any) -> list[str]:
+    src = rank.table_source("kernels") if rank.has_table("kernels") else None
+    return [os.path.realpath(src[0])] if src is not None else []
+
+
+def _first_read_ahead(order: Sequence[int], ranks: Sequence[Any], pool_lanes: int) -> list[int]:
+    """``order`` (the queue: the pool takes from the left, this process from the right) with the ranks whose
+    kernel table was read ahead (:mod:`advisor_core.engine.ahead`) first for each lane: the pool's first
+    ``pool_lanes`` from the left, then this process's first at the right end."""
+    from advisor_core.loaders import readahead
+
+    pending = readahead.pending_paths()
+    if not pending:
+        return list(order)
+    ahead = [i for i in order if any(p in pending for p in _kernel_paths(ranks[i]))]
+    pool_first, client_first = ahead[:pool_lanes], ahead[pool_lanes:pool_lanes + 1]
+    rest = [i for i in order if i not in pool_first and i not in client_first]
+    return pool_first + rest + client_first
+
+
 class _PoolFeeder(threading.Thread):
     """Runs rank jobs on a pool of ``size`` worker processes, one in flight per worker, taking each next job
     from ``take`` (``None``: no more) as a worker frees up, and handing each digest to ``finished``.
@@ -342,15 +370,18 @@ class _PoolFeeder(threading.Thread):
     """
 
     def __init__(self, size: int, jobs: Sequence[RankJob], take: Callable[[], int | None],
-                 finished: Callable[[int, RankDigest], None]) -> None:
+                 finished: Callable[[int, RankDigest], None], remaining: Callable[[], int] = lambda: 0) -> None:
         super().__init__(name="advisor-pool-feeder", daemon=True)
         self._size, self._jobs, self._take, self._finished = size, jobs, take, finished
+        self._remaining = remaining
         self.error: BaseException | None = None
         self._running: dict[Future[RankDigest], int] = {}
         self._pool: ProcessPoolExecutor | None = None
+        self.started: list[int] = []  # the ranks given to the workers as they were forked
         try:
             self._pool = ProcessPoolExecutor(max_workers=size, mp_context=_context(), initializer=_init_worker)
             self._submit_while_free()
+            self.started = list(self._running.values())
         except BaseException as exc:  # noqa: BLE001 - as in run(): the client analyses what the pool did not
             self.error = exc
             if self._pool is not None:
@@ -359,8 +390,12 @@ class _PoolFeeder(threading.Thread):
 
     def _submit_while_free(self) -> None:
         assert self._pool is not None
-        while len(self._running) < self._size and (i := self._take()) is not None:
+        while len(self._running) < self._in_flight() and (i := self._take()) is not None:
             self._running[self._pool.submit(run_rank_job, self._jobs[i])] = i
+
+    def _in_flight(self) -> int:
+        lanes = self._size + 1  # the workers and this process
+        return self._size * (2 if self._remaining() >= QUEUED_AHEAD_WHILE * lanes else 1)
 
     def run(self) -> None:
         from concurrent.futures import FIRST_COMPLETED, wait

@@ -103,3 +103,26 @@ def discard(keys: Sequence[Key], *, wait: bool = True) -> None:
         left = [a for a in (_pending.pop(k, None) for k in keys) if a is not None]
     for ahead in left if wait else ():
         ahead.thread.join()
+
+
+def pending_paths() -> set[str]:
+    """The files (real paths) with a read begun and not yet claimed."""
+    with _lock:
+        return {k[0] for k in _pending}
+
+
+def wait_all() -> None:
+    """Wait until every read begun has ended (their results stay to be claimed): before this process forks,
+    so that no Arrow read is running in it, and a forked worker inherits finished tables it can claim."""
+    with _lock:
+        running = [a.thread for a in _pending.values()]
+    for thread in running:
+        thread.join()
+
+
+def discard_paths(paths: Sequence[str]) -> None:
+    """Forget the reads of these files (real paths): another process claims them (a forked worker)."""
+    wanted = set(paths)
+    with _lock:
+        for key in [k for k in _pending if k[0] in wanted]:
+            del _pending[key]

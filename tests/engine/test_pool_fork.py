@@ -1,4 +1,9 @@
-"""Worker processes are forked from the client (Linux), on its main thread, before its own lane starts."""
+"""Worker processes are forked from the client (Linux), on its main thread, before its own lane starts.
+
+Each lane's first rank has its kernel table read ahead while the client imports (the largest tables, one
+per lane); the fork waits for those reads, and a worker claims the one read for it from the memory it
+inherits.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +11,17 @@ import multiprocessing as mp
 import multiprocessing.context as mpc
 import sys
 import threading
+import time
 import types
 from pathlib import Path
 
 import pytest
+from engine_support import kitchen_sink_profile
 
 from advisor_core.engine import rankwork
-from engine_support import kitchen_sink_profile
+from advisor_core.engine.ahead import begin_ahead
+from advisor_core.loaders import csvtable, readahead
+from advisor_core.loaders.kernels import KERNELS
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
 
@@ -31,6 +40,8 @@ def test_workers_fork_on_the_main_thread_before_the_client_lane(three_ranks: Pat
     class RecordingProcess(mpc.ForkProcess):
         def start(self) -> None:
             events.append(("fork", threading.current_thread().name))
+            reading = [t.name for t in threading.enumerate() if t.name.startswith("advisor-readahead")]
+            events.extend(("still reading", name) for name in reading)  # must be none: Arrow mid-read
             super().start()
 
     class RecordingContext(mpc.ForkContext):
@@ -40,10 +51,19 @@ def test_workers_fork_on_the_main_thread_before_the_client_lane(three_ranks: Pat
 
     def client_lane(rank, rules):  # type: ignore[no-untyped-def]
         events.append(("rank", threading.current_thread().name))  # in a worker, this list is the worker's copy
+        events.append(("reads kept", str(len(readahead.pending_paths()))))
         return real_digest(rank, rules)
+
+    real_read = csvtable.read_csv_table
+
+    def slow_ahead(*args, **kw):  # type: ignore[no-untyped-def]
+        if threading.current_thread().name.startswith("advisor-readahead"):
+            time.sleep(0.5)  # still reading when the client is ready to fork, unless it waits
+        return real_read(*args, **kw)
 
     monkeypatch.setattr(rankwork, "_context", RecordingContext)
     monkeypatch.setattr(rankwork, "digest_rank", client_lane)
+    monkeypatch.setattr(csvtable, "read_csv_table", slow_ahead)
     reports = {}
     for jobs in ("2", "1"):
         out = tmp_path / f"j{jobs}.json"
@@ -54,8 +74,11 @@ def test_workers_fork_on_the_main_thread_before_the_client_lane(three_ranks: Pat
         if jobs == "2":
             # one worker (two lanes: it and this process), forked before this process took its first rank
             assert events[0] == ("fork", "MainThread")
-            assert [e for e in events if e[0] == "fork"] == [("fork", "MainThread")]
+            assert [e for e in events if e[0] in ("fork", "still reading")] == [("fork", "MainThread")]
             assert 1 <= len([e for e in events if e == ("rank", "MainThread")]) <= 2
+            # as its lane starts, this process keeps only its own rank's read: the worker's was let go here
+            assert events[events.index(("rank", "MainThread")) + 1] == ("reads kept", "1")
+            assert readahead._pending == {}  # claimed here, or let go of here for the worker that claims it
     assert reports["1"] == reports["2"]
     assert [e for e in events if e[0] == "fork"] == [("fork", "MainThread")]  # --jobs 1 forks nothing
 
@@ -66,3 +89,76 @@ def test_spawned_workers_need_an_importable_main(monkeypatch) -> None:
     assert not rankwork._workers_can_start()
     monkeypatch.setattr(rankwork, "_context", lambda: mp.get_context("fork"))
     assert rankwork._workers_can_start()  # a forked worker imports nothing again
+
+
+def _kernel_csvs(profile: Path) -> list[Path]:
+    return sorted(profile.rglob("kernel_details.csv"))
+
+
+def test_each_lane_s_first_rank_is_read_ahead(three_ranks: Path) -> None:
+    csvs = _kernel_csvs(three_ranks)
+    largest = sorted(csvs, key=lambda p: (-p.stat().st_size, str(p.parent.parent)))
+    keys = begin_ahead([three_ranks], source="auto", jobs=2, scheduler=None)
+    try:
+        assert [k[0] for k in keys] == [str(p.resolve()) for p in largest[:2]]  # two lanes: the two largest
+        assert keys[0][2][:3] == ("name", "type", "accelerator_core")  # what the op view asks for
+    finally:
+        readahead.discard(keys)
+    assert begin_ahead([three_ranks], source="auto", jobs=2, scheduler=None, kernels=False) == []  # --select
+    assert begin_ahead([three_ranks], source="auto", jobs=1, scheduler=None) == []  # one core
+    assert begin_ahead([three_ranks], source="auto", jobs=None, scheduler=None) == []  # too small for a pool
+
+
+def test_analyze_reads_each_kernel_table_once_across_the_lanes(three_ranks: Path, tmp_path: Path,
+                                                               monkeypatch) -> None:
+    from advisor_core.cli import main
+    from advisor_core.loaders import registry
+
+    reads: list[tuple[str, str]] = []  # (thread, file) of each kernel read in this process
+    real = csvtable.read_csv_table
+
+    def counted(path, spec, columns, sink, **kw):  # type: ignore[no-untyped-def]
+        if spec is KERNELS:
+            reads.append((threading.current_thread().name, str(Path(path).resolve())))
+        return real(path, spec, columns, sink, **kw)
+
+    monkeypatch.setattr(csvtable, "read_csv_table", counted)
+    monkeypatch.setattr(registry, "read_csv_table", counted)
+    out = tmp_path / "r.json"
+    assert main(["analyze", str(three_ranks), "--no-plugins", "--jobs", "2", "--format", "json", "-o", str(out),
+                 "--quiet"]) == 1
+    ahead = [f for t, f in reads if t.startswith("advisor-readahead")]
+    here = [f for t, f in reads if t == "MainThread"]
+    assert len(ahead) == 2 and len(set(ahead)) == 2
+    assert not set(here) & set(ahead)  # a table read ahead is not read again here
+    assert len(here) == len(set(here)) <= 1  # the third rank, if this lane took it (else the worker did)
+    assert readahead._pending == {}
+
+
+def test_the_ranks_read_ahead_come_first_in_their_lanes(monkeypatch) -> None:
+    class FakeRank:
+        def __init__(self, i: int) -> None:
+            self.path = f"/p/{i}/kernel_details.csv"
+
+        def has_table(self, name: str) -> bool:
+            return True
+
+        def table_source(self, name: str) -> tuple[str, str]:
+            return (self.path, "kernel_details")
+
+    ranks = [FakeRank(i) for i in range(6)]
+    monkeypatch.setattr(readahead, "pending_paths", lambda: {"/p/2/kernel_details.csv", "/p/4/kernel_details.csv"})
+    # the pool takes from the left (its one lane: rank 2), this process from the right (rank 4)
+    assert rankwork._first_read_ahead([0, 1, 2, 3, 4, 5], ranks, 1) == [2, 0, 1, 3, 5, 4]
+    assert rankwork._first_read_ahead([5, 4, 3, 2, 1, 0], ranks, 2) == [4, 2, 5, 3, 1, 0]  # two pool lanes
+    monkeypatch.setattr(readahead, "pending_paths", lambda: set())
+    assert rankwork._first_read_ahead([3, 1, 2], ranks, 1) == [3, 1, 2]
+
+
+def test_a_worker_is_given_its_next_rank_ahead_while_the_queue_is_long() -> None:
+    remaining = [10]
+    feeder = rankwork._PoolFeeder.__new__(rankwork._PoolFeeder)
+    feeder._size, feeder._remaining = 1, lambda: remaining[0]
+    assert feeder._in_flight() == 2  # one running, one waiting in its pipe
+    remaining[0] = rankwork.QUEUED_AHEAD_WHILE * 2 - 1  # two lanes: the end is near
+    assert feeder._in_flight() == 1  # a rank not begun stays where either lane can take it
