@@ -13,7 +13,8 @@ decides:
 - **several ranks going to worker processes** (``--jobs`` ≥ 2, or unset with
   :data:`~advisor_core.engine.rankwork.AUTO_PARALLEL_MIN_BYTES` of kernel tables and more
   than one core; at most :data:`MAX_RANKS_WALKED` ranks): the first rank of each lane — the
-  largest kernel tables, one per lane — is read the same way. The workers are forked from
+  largest kernel tables, one per lane, at most :data:`MAX_READ_AHEAD` and
+  :data:`READ_AHEAD_BUDGET_BYTES` of them — is read the same way. The workers are forked from
   this process once it has set up (:mod:`advisor_core.engine.rankwork`), after these reads
   have ended: each lane, this process included, claims its own, and starts with it read.
 
@@ -49,6 +50,10 @@ def begin_ahead(paths: Sequence[Path], *, source: str, jobs: int | None, schedul
 
 
 MAX_RANKS_WALKED = 256  # beyond, the bare walk costs more than a first rank's read saves
+# The client holds every table read ahead until it forks: at most this many, and beyond the first, this many
+# bytes of CSV in all (a 64-core machine would otherwise read 64 of the largest ranks into one process).
+MAX_READ_AHEAD = 4
+READ_AHEAD_BUDGET_BYTES = 2 << 30
 
 
 def _first_of_each_lane(paths: Sequence[Path], jobs: int | None) -> list[Any]:
@@ -66,7 +71,14 @@ def _first_of_each_lane(paths: Sequence[Path], jobs: int | None) -> list[Any]:
     if jobs is None and sum(sizes.values()) < AUTO_PARALLEL_MIN_BYTES:
         return []  # the run stays in this process (rankwork.pool_size): its own loop reads as it goes
     largest = sorted(sources, key=lambda src: (-sizes[id(src)], str(src.path)))
-    return largest[:min(lanes, len(sources))]
+    picked: list[Any] = []
+    total = 0
+    for src in largest[:min(lanes, MAX_READ_AHEAD)]:
+        if picked and total + sizes[id(src)] > READ_AHEAD_BUDGET_BYTES:
+            break
+        picked.append(src)
+        total += sizes[id(src)]
+    return picked
 
 
 def _read_kernels_ahead(ranks: Sequence[Any], source: str) -> list[Key]:

@@ -310,9 +310,8 @@ def run_rank_units(
         with lock:
             return (queue.popleft() if from_left else queue.pop()) if queue else None
 
-    # This process is one of the ``workers`` lanes: it is warm (imports, plugins) while the pool still starts, and
-    # would otherwise sit idle. The pool's lanes take the largest ranks, one at a time each, from a thread here
-    # (so starting them does not hold this lane up); this process the smallest, until none is left.
+    # This process is one of the ``workers`` lanes. The pool's lanes take the largest ranks, fed from a thread here
+    # (so feeding them does not hold this lane up); this process the smallest, until none is left.
     feeder = _PoolFeeder(workers - 1, jobs, lambda: take(True), finished, lambda: len(queue))
     readahead.discard_paths([p for i in feeder.started for p in _kernel_paths(ranks[i])])  # the workers claim these
     feeder.start()
@@ -357,16 +356,21 @@ def _first_read_ahead(order: Sequence[int], ranks: Sequence[Any], pool_lanes: in
 
 
 class _PoolFeeder(threading.Thread):
-    """Runs rank jobs on a pool of ``size`` worker processes, one in flight per worker, taking each next job
-    from ``take`` (``None``: no more) as a worker frees up, and handing each digest to ``finished``.
+    """Runs rank jobs on a pool of ``size`` worker processes, taking each next job from ``take`` (``None``: no
+    more) as a worker frees up, and handing each digest to ``finished``; ``remaining()`` is how many ranks
+    the queue behind ``take`` still holds.
 
-    The pool starts in the constructor, on the caller's thread, with the first job of each worker: with the
+    The pool starts in the constructor, on the caller's thread, with the first jobs of each worker: with the
     ``fork`` start method that is when the workers are forked (all of them, at the first job), so the caller
-    creates the feeder before it starts anything else. ``start()`` then feeds the rest from this thread.
+    creates the feeder before it starts anything else. ``started`` lists the ranks given then. ``start()``
+    feeds the rest from this thread.
 
-    One in flight per worker, not all submitted at once: a rank no worker has begun stays in the queue, where
-    the client's own lane can still take it. ``error`` is what stopped the pool (then the ranks it held are
-    not finished; the caller analyses them).
+    Two jobs per worker while the queue holds :data:`QUEUED_AHEAD_WHILE` ranks per lane: the second waits in
+    the worker's pipe, and the worker goes on with it at once. With one, it idled 35–95 ms a rank while its
+    digest travelled back and the next job came (each hop waits for the interpreter, which the client's own
+    lane holds). One near the end, not all submitted at once: a rank no worker has begun stays in the queue,
+    where whichever lane frees up first takes it. ``error`` is what stopped the pool (then the ranks it held
+    are not finished; the caller analyses them).
     """
 
     def __init__(self, size: int, jobs: Sequence[RankJob], take: Callable[[], int | None],

@@ -109,6 +109,25 @@ def test_each_lane_s_first_rank_is_read_ahead(three_ranks: Path) -> None:
     assert begin_ahead([three_ranks], source="auto", jobs=None, scheduler=None) == []  # too small for a pool
 
 
+def test_what_is_read_ahead_for_a_pool_is_bounded(three_ranks: Path, monkeypatch) -> None:
+    from advisor_core.engine import ahead
+
+    sizes = sorted((p.stat().st_size for p in _kernel_csvs(three_ranks)), reverse=True)
+
+    def begun(jobs: int) -> int:
+        keys = begin_ahead([three_ranks], source="auto", jobs=jobs, scheduler=None)
+        readahead.discard(keys)
+        return len(keys)
+
+    assert begun(8) == 3  # a lane each, as many as there are ranks
+    monkeypatch.setattr(ahead, "MAX_READ_AHEAD", 2)
+    assert begun(8) == 2
+    monkeypatch.setattr(ahead, "READ_AHEAD_BUDGET_BYTES", sizes[0] + sizes[1] - 1)
+    assert begun(8) == 1  # the second would pass the budget
+    monkeypatch.setattr(ahead, "READ_AHEAD_BUDGET_BYTES", 1)
+    assert begun(8) == 1  # the first is always read, as for a lone rank
+
+
 def test_analyze_reads_each_kernel_table_once_across_the_lanes(three_ranks: Path, tmp_path: Path,
                                                                monkeypatch) -> None:
     from advisor_core.cli import main
