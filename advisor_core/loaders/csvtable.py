@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -404,7 +404,7 @@ def read_csv_table(
             return None
         if table is None:
             invalid.clear()
-            table = _read_as_text(path, include, read_opts, parse_opts, sink, what)
+            table = _read_as_text(path, include, read_opts, parse_opts, sink, what, retry=invalid.clear)
             if table is None:
                 return None
             arrays = {}
@@ -578,8 +578,12 @@ def _read_as_text(
     parse_opts: pacsv.ParseOptions,
     sink: DiagnosticSink,
     what: str,
+    retry: Callable[[], None] = lambda: None,
 ) -> pa.Table | None:
-    """Slow path: every requested column as text; bad UTF-8 replaced (with a warning)."""
+    """Slow path: every requested column as text; bad UTF-8 replaced (with a warning).
+
+    ``retry`` is called before the file is parsed a second time (decoded leniently): what the first parse
+    reported through ``parse_opts`` (rows with the wrong number of fields) is then reported again."""
     conv = pacsv.ConvertOptions(
         include_columns=include,
         column_types={h: pa.string() for h in include},
@@ -593,6 +597,7 @@ def _read_as_text(
         pass
     # Not UTF-8: decode leniently ourselves (the warning names the first bad byte).
     data = decode_utf8(path.read_bytes(), path, sink, what=what).encode("utf-8")
+    retry()
     try:
         return pacsv.read_csv(io.BytesIO(data), read_options=read_opts, parse_options=parse_opts, convert_options=conv)
     except pa.ArrowInvalid as exc:

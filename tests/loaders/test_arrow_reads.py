@@ -84,3 +84,20 @@ def test_bad_utf8_in_a_dictionary_column_is_replaced_with_a_warning(tmp_path):
     assert diag.severity == Severity.WARNING and diag.line == 3
     assert "kernel_details.csv is not valid UTF-8 (byte 0xff" in diag.message
     table.validate(full=True)
+
+
+def test_rows_with_the_wrong_field_count_are_counted_once_in_a_file_with_bad_utf8(tmp_path):
+    path = tmp_path / "kernel_details.csv"
+    path.write_bytes(b"Name,Type,Duration(us),Input Shapes\n"
+                     b'Default/\xff-op1/Cast,Cast,1.5,"""1,2"""\n'
+                     b"Default/Cast-op2/Cast,Cast\n"
+                     b'Default/Cast-op3/Cast,Cast,2.5,"""3,4""",extra\n'
+                     b'Default/Cast-op4/Cast,Cast,3.5,"""5,6"""\n')
+    for arrow in (True, False):
+        sink = DiagnosticSink()
+        res = read_csv_table(path, KERNELS, COLUMNS, sink, arrow=arrow)
+        durations = res.arrow.column("duration_us").to_pylist() if arrow else res.frame["duration_us"].tolist()
+        assert durations == [1.5, 3.5]
+        (malformed,) = [d for d in sink if d.code == "malformed-rows"]
+        assert malformed.message.startswith("kernel_details.csv: 2 row(s) with the wrong number of fields")
+        assert res.skipped_rows == 2
