@@ -72,9 +72,14 @@ def _spawn_measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[
 
 
 def _alternating(repeat: int, *fns):  # type: ignore[no-untyped-def]
-    """Run ``fns`` in turn, ``repeat`` rounds: per fn its best run (least wall time) and its largest peak RSS;
-    and per later fn the median, over the rounds, of its wall time over the first fn's in the same round."""
-    rounds = [[fn() for fn in fns] for _ in range(repeat)]
+    """Run ``fns`` in turn, ``repeat`` rounds, every other round in reverse order (what runs second in a round
+    finds the page cache as the first left it): per fn its best run (least wall time) and its largest peak
+    RSS; and per later fn the median, over the rounds, of its wall time over the first fn's in the same round."""
+    rounds = []
+    for r in range(repeat):
+        order = range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))
+        runs = {i: fns[i]() for i in order}
+        rounds.append([runs[i] for i in range(len(fns))])
     best = [min((r[i] for r in rounds), key=lambda run: run[0]) for i in range(len(fns))]
     peak = [max(r[i][1] for r in rounds) for i in range(len(fns))]
     paired = [statistics.median(r[i][0] / r[0][0] for r in rounds) for i in range(1, len(fns))]
@@ -112,11 +117,10 @@ def single_rank(base: Path, rows_wanted: int, repeat: int, env: dict[str, str], 
     # default --jobs: one rank stays in one process, with Arrow's reader on every core (as the floor's read_csv)
     cmd = [sys.executable, "-m", "advisor_core", "analyze", str(out / "profile"), "--format", "json", "-o", str(report),
            "--quiet"] + (["--timings"] if timings else [])
-    best, _, (paired,) = _alternating(repeat, lambda: _spawn_measured([sys.executable, "-c", FLOOR, str(csv)], env),
-                                      lambda: _spawn_measured(cmd, code_env))
+    best, peak, (paired,) = _alternating(repeat, lambda: _spawn_measured([sys.executable, "-c", FLOOR, str(csv)], env),
+                                         lambda: _spawn_measured(cmd, code_env))
     (floor_s, _, _), (wall, _, text) = best
-    # peak RSS of the best runs (the RSS of a run hardly varies; the best is the one the time ratio is of)
-    floor_rss, rss = best[0][1], best[1][1]
+    floor_rss, rss = peak  # the largest of the runs, as for the cluster
     return {"rows": rows, "csv_mb": size / 1e6, "floor_s": floor_s, "floor_rss_mb": floor_rss / 1e6,
             "analyze_s": wall, "analyze_rss_mb": rss / 1e6, "time_ratio": wall / floor_s, "paired_ratio": paired,
             "rss_per_file": rss / size, "rss_per_floor_rss": rss / floor_rss, "timings": text if timings else ""}
@@ -142,7 +146,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--keep", type=Path, help="keep (and reuse) the generated profiles under this directory")
     ap.add_argument("--code", type=Path, help="run analyze from this checkout instead (before/after)")
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--sizes", help="comma-separated single-rank row counts (default 200000,1000000,4000000)")
     ap.add_argument("--skip-cluster", action="store_true")
     args = ap.parse_args()
