@@ -72,11 +72,16 @@ class RunProgress:
             _OPEN.remove(self)
 
     def _write_locks(self) -> list[Any]:
-        """The locks held while this display writes: its own (showing, updating), then rich's refresh thread's."""
+        """The locks held while this display writes, in the order its writers take them: its own (showing,
+        updating), rich's refresh thread's, then the console's (every write to the terminal, the display's
+        and what other threads print through it)."""
         locks: list[Any] = [self._lock]
         live = getattr(self._progress, "live", None)
         if live is not None and hasattr(live, "_lock"):
             locks.append(live._lock)
+        console_lock = getattr(self._console, "_lock", None)
+        if console_lock is not None:
+            locks.append(console_lock)
         return locks
 
     def __call__(self, phase: str, done: int, total: int) -> None:

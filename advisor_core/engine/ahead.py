@@ -59,11 +59,13 @@ READ_AHEAD_BUDGET_BYTES = 2 << 30
 def _first_of_each_lane(paths: Sequence[Path], jobs: int | None) -> list[Any]:
     """The rank each lane of a pool starts with (the largest kernel tables, as the lanes take them), or none."""
     from advisor_core.discover.profiles import kernel_table_size, scout_sources
-    from advisor_core.engine.rankwork import AUTO_PARALLEL_MIN_BYTES, default_workers
+    from advisor_core.engine.rankwork import AUTO_PARALLEL_MIN_BYTES, default_workers, workers_are_forked
 
     lanes = jobs if jobs is not None else default_workers()
     if lanes < 2:
         return []
+    if not workers_are_forked():
+        lanes = 1  # spawned workers inherit nothing: only this process's own lane can claim a read
     sources = scout_sources(paths, MAX_RANKS_WALKED)
     if not sources or len(sources) < 2:
         return []

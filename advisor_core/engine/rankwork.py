@@ -165,11 +165,15 @@ def _init_worker() -> None:
     The collector runs rarely, as in the ``advisor`` process (see ``advisor_core.cli.run_main``).
     """
     import gc
+    import sys
 
     import pyarrow as pa
 
     pa.set_cpu_count(1)
     gc.set_threshold(200_000, 30, 30)
+    # A forked worker inherits the client's streams as they are: while the progress display is shown, rich's
+    # proxy of stderr, which would redraw the client's bar from here. The worker writes to the real ones.
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
 
 
 _WORKER_HOSTS: dict[PluginSpec, Any] = {}
@@ -203,20 +207,33 @@ def run_rank_job(job: RankJob) -> RankDigest:
             rules.append((code, cls(rule_options(cls, raw))))
     digest = digest_rank(rank, rules)
     digest.diagnostics = list(sink) + digest.diagnostics
+    # A forked worker inherits every read the client began ahead; its own is claimed now, the rest would only
+    # hold memory the client has freed (and reuses) for as long as this worker runs.
+    from advisor_core.loaders import readahead
+
+    readahead.discard_paths(readahead.pending_paths())
     return digest
 
 
 # -- client side -----------------------------------------------------------------------------------
 
 def _context() -> Any:
-    """Where workers come from: forked from this process on Linux (see the module docstring), else spawned.
+    """Where workers come from: forked from this process on Linux when called on the main thread (see the
+    module docstring), else spawned.
 
-    Not fork on macOS (system libraries are not fork-safe there; Python's default is spawn) nor Windows.
+    Not fork on macOS (system libraries are not fork-safe there; Python's default is spawn) nor Windows; nor
+    from another thread (a library caller's), where the main thread may be anywhere, holding any lock.
     """
     import multiprocessing as mp
     import sys
 
-    return mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    forks = sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread()
+    return mp.get_context("fork" if forks else "spawn")
+
+
+def workers_are_forked() -> bool:
+    """Would a pool started here fork its workers (and they inherit what this process holds)?"""
+    return bool(_context().get_start_method() == "fork")
 
 
 # A worker is given its next rank before it has finished the last while the queue holds this many per lane.
@@ -293,10 +310,15 @@ def run_rank_units(
         return out
     jobs = [RankJob(r._source, tuple((c, dict(raw)) for c, _, raw in rules), plugins) for r in ranks]
     # largest ranks first, so no lane is left with a big one at the end
-    queue = deque(_first_read_ahead(sorted(range(n), key=lambda i: -kernel_bytes([ranks[i]])), ranks, workers - 1))
+    # A forked worker inherits the table read ahead for it; a spawned one inherits nothing (then any read begun
+    # ahead is this lane's).
+    forks = workers_are_forked()
+    by_size = sorted(range(n), key=lambda i: -kernel_bytes([ranks[i]]))
+    queue = deque(_first_read_ahead(by_size, ranks, workers - 1 if forks else 0))
     from advisor_core.loaders import readahead
 
-    readahead.wait_all()  # no Arrow read may run in this process as it forks; the workers inherit the tables
+    if forks:
+        readahead.wait_all()  # no Arrow read may run in this process as it forks; the workers inherit the tables
     results: dict[int, RankDigest] = {}
     lock = threading.Lock()
 
@@ -313,7 +335,8 @@ def run_rank_units(
     # This process is one of the ``workers`` lanes. The pool's lanes take the largest ranks, fed from a thread here
     # (so feeding them does not hold this lane up); this process the smallest, until none is left.
     feeder = _PoolFeeder(workers - 1, jobs, lambda: take(True), finished, lambda: len(queue))
-    readahead.discard_paths([p for i in feeder.started for p in _kernel_paths(ranks[i])])  # the workers claim these
+    if forks:  # the workers claim these
+        readahead.discard_paths([p for i in feeder.started for p in _kernel_paths(ranks[i])])
     feeder.start()
     with _arrow_threads(1):
         while (i := take(False)) is not None:
@@ -384,12 +407,13 @@ class _PoolFeeder(threading.Thread):
         self.started: list[int] = []  # the ranks given to the workers as they were forked
         try:
             self._pool = ProcessPoolExecutor(max_workers=size, mp_context=_context(), initializer=_init_worker)
-            self._submit_while_free()
+            with _forking():
+                self._submit_while_free()
             self.started = list(self._running.values())
         except BaseException as exc:  # noqa: BLE001 - as in run(): the client analyses what the pool did not
             self.error = exc
             if self._pool is not None:
-                self._pool.shutdown(wait=False, cancel_futures=True)
+                _stop(self._pool)
             self._pool = None
 
     def _submit_while_free(self) -> None:
@@ -417,6 +441,38 @@ class _PoolFeeder(threading.Thread):
                         self._finished(self._running.pop(fut), fut.result())
         except BaseException as exc:  # noqa: BLE001 - handed to the client, which decides
             self.error = exc
+
+
+@contextmanager
+def _forking() -> Iterator[None]:
+    """Around the first jobs, when a ``fork`` pool forks its workers.
+
+    The objects this process holds are frozen out of the collector meanwhile (``gc.freeze``): a worker's
+    collection then does not walk them, which would copy every page they sit on into the worker. And Python
+    3.12+ warns on any fork of a process with threads, Arrow's idle thread pool included: this fork is made
+    where none of them is busy (see the module docstring).
+    """
+    import gc
+    import warnings
+
+    gc.freeze()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*fork\(\) may lead to deadlocks", category=DeprecationWarning)
+            yield
+    finally:
+        gc.unfreeze()  # here only: the workers keep theirs frozen
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool that failed to start: the workers it forked before the failure are waiting for work that
+    will not come, and the interpreter waits for them at exit."""
+    processes = list(getattr(pool, "_processes", {}).values())  # concurrent.futures keeps them by pid
+    for proc in processes:
+        proc.terminate()
+    for proc in processes:
+        proc.join(timeout=5)
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 @contextmanager

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import multiprocessing.context as mpc
+import os
 import sys
 import threading
 import time
@@ -61,9 +62,16 @@ def test_workers_fork_on_the_main_thread_before_the_client_lane(three_ranks: Pat
             time.sleep(0.5)  # still reading when the client is ready to fork, unless it waits
         return real_read(*args, **kw)
 
+    real_wait = readahead.wait_all
+
+    def waited() -> None:
+        real_wait()
+        events.append(("reads ended", threading.current_thread().name))
+
     monkeypatch.setattr(rankwork, "_context", RecordingContext)
     monkeypatch.setattr(rankwork, "digest_rank", client_lane)
     monkeypatch.setattr(csvtable, "read_csv_table", slow_ahead)
+    monkeypatch.setattr(readahead, "wait_all", waited)
     reports = {}
     for jobs in ("2", "1"):
         out = tmp_path / f"j{jobs}.json"
@@ -72,8 +80,9 @@ def test_workers_fork_on_the_main_thread_before_the_client_lane(three_ranks: Pat
         assert code == 1
         reports[jobs] = out.read_bytes()
         if jobs == "2":
-            # one worker (two lanes: it and this process), forked before this process took its first rank
-            assert events[0] == ("fork", "MainThread")
+            # one worker (two lanes: it and this process), forked before this process took its first rank, once
+            # the reads begun ahead had ended
+            assert events[:2] == [("reads ended", "MainThread"), ("fork", "MainThread")]
             assert [e for e in events if e[0] in ("fork", "still reading")] == [("fork", "MainThread")]
             assert 1 <= len([e for e in events if e == ("rank", "MainThread")]) <= 2
             # as its lane starts, this process keeps only its own rank's read: the worker's was let go here
@@ -81,6 +90,58 @@ def test_workers_fork_on_the_main_thread_before_the_client_lane(three_ranks: Pat
             assert readahead._pending == {}  # claimed here, or let go of here for the worker that claims it
     assert reports["1"] == reports["2"]
     assert [e for e in events if e[0] == "fork"] == [("fork", "MainThread")]  # --jobs 1 forks nothing
+
+
+def test_only_the_main_thread_forks(monkeypatch) -> None:
+    methods: list[str] = []
+    t = threading.Thread(target=lambda: methods.append(rankwork._context().get_start_method()))
+    t.start()
+    t.join()
+    assert methods == ["spawn"]  # a library caller's thread: the main thread may be holding any lock
+    assert rankwork._context().get_start_method() == "fork"
+
+
+def test_a_pool_that_fails_to_fork_leaves_no_worker_behind(three_ranks: Path, tmp_path: Path, monkeypatch) -> None:
+    from advisor_core.cli import main
+
+    started: list[int] = []
+
+    class FailingSecond(mpc.ForkProcess):
+        def start(self) -> None:
+            if started:
+                raise OSError(12, "Cannot allocate memory")
+            started.append(1)
+            super().start()
+
+    class FailingContext(mpc.ForkContext):
+        Process = FailingSecond
+
+    monkeypatch.setattr(rankwork, "_context", FailingContext)
+    out = tmp_path / "r.json"
+    try:
+        assert main(["analyze", str(three_ranks), "--no-plugins", "--jobs", "3", "--format", "json", "-o", str(out),
+                     "--quiet"]) == 1
+        assert "worker processes stopped (OSError" in out.read_text()
+        assert mp.active_children() == []  # the one forked before the failure was stopped, not left waiting
+    finally:
+        for child in mp.active_children():
+            child.terminate()
+
+
+def test_a_worker_writes_to_the_real_streams(monkeypatch) -> None:
+    import gc
+    import io
+
+    import pyarrow as pa
+
+    cores, thresholds = pa.cpu_count(), gc.get_threshold()
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # as rich's proxy while the display is shown
+    try:
+        rankwork._init_worker()
+        assert sys.stderr is sys.__stderr__ and sys.stdout is sys.__stdout__
+    finally:
+        pa.set_cpu_count(cores)
+        gc.set_threshold(*thresholds)
 
 
 def test_spawned_workers_need_an_importable_main(monkeypatch) -> None:
@@ -133,12 +194,13 @@ def test_analyze_reads_each_kernel_table_once_across_the_lanes(three_ranks: Path
     from advisor_core.cli import main
     from advisor_core.loaders import registry
 
-    reads: list[tuple[str, str]] = []  # (thread, file) of each kernel read in this process
+    log = tmp_path / "reads.log"  # each kernel read, in this process or a worker forked from it
     real = csvtable.read_csv_table
 
     def counted(path, spec, columns, sink, **kw):  # type: ignore[no-untyped-def]
         if spec is KERNELS:
-            reads.append((threading.current_thread().name, str(Path(path).resolve())))
+            with open(log, "a") as fh:
+                fh.write(f"{os.getpid()} {threading.current_thread().name} {Path(path).resolve()}\n")
         return real(path, spec, columns, sink, **kw)
 
     monkeypatch.setattr(csvtable, "read_csv_table", counted)
@@ -146,11 +208,10 @@ def test_analyze_reads_each_kernel_table_once_across_the_lanes(three_ranks: Path
     out = tmp_path / "r.json"
     assert main(["analyze", str(three_ranks), "--no-plugins", "--jobs", "2", "--format", "json", "-o", str(out),
                  "--quiet"]) == 1
-    ahead = [f for t, f in reads if t.startswith("advisor-readahead")]
-    here = [f for t, f in reads if t == "MainThread"]
-    assert len(ahead) == 2 and len(set(ahead)) == 2
-    assert not set(here) & set(ahead)  # a table read ahead is not read again here
-    assert len(here) == len(set(here)) <= 1  # the third rank, if this lane took it (else the worker did)
+    reads = [line.split(" ", 2) for line in log.read_text().splitlines()]
+    ahead = [f for pid, t, f in reads if t.startswith("advisor-readahead")]
+    assert len(ahead) == 2 and {pid for pid, t, f in reads if t.startswith("advisor-readahead")} == {str(os.getpid())}
+    assert sorted(f for pid, t, f in reads) == sorted(str(p.resolve()) for p in _kernel_csvs(three_ranks))  # once each
     assert readahead._pending == {}
 
 
@@ -181,3 +242,15 @@ def test_a_worker_is_given_its_next_rank_ahead_while_the_queue_is_long() -> None
     assert feeder._in_flight() == 2  # one running, one waiting in its pipe
     remaining[0] = rankwork.QUEUED_AHEAD_WHILE * 2 - 1  # two lanes: the end is near
     assert feeder._in_flight() == 1  # a rank not begun stays where either lane can take it
+
+
+def test_a_worker_lets_go_of_the_reads_it_inherited_once_its_rank_is_done(three_ranks: Path, monkeypatch) -> None:
+    from advisor_core.diagnostics import DiagnosticSink
+    from advisor_core.discover.profiles import discover_profiles
+
+    source = discover_profiles([three_ranks], DiagnosticSink()).ranks[0]
+    monkeypatch.setattr(rankwork, "digest_rank", lambda rank, rules: rankwork.RankDigest(rank.rank_id))
+    monkeypatch.setitem(readahead._pending, ("/another/lane/kernel_details.csv", "kernels", ("name",)),
+                        readahead._Ahead(threading.Thread(target=lambda: None)))
+    rankwork.run_rank_job(rankwork.RankJob(source, (), rankwork.PluginSpec(False, (), ())))
+    assert readahead._pending == {}  # the table read for another lane is not held while this worker runs

@@ -164,16 +164,16 @@ def test_a_fork_waits_until_the_display_is_not_writing(monkeypatch) -> None:
         while p._progress is None and time.monotonic() < deadline:
             time.sleep(0.01)
         locks = p._write_locks()
-        assert len(locks) == 2  # its own, and rich's refresh thread's
+        assert len(locks) == 3  # its own, rich's refresh thread's, the console's
         progress_mod._hold_writers()  # what the fork runs first
-        assert free_elsewhere(locks) == [False, False]
+        assert free_elsewhere(locks) == [False, False, False]
         progress_mod._release_writers()
-        assert free_elsewhere(locks) == [True, True]
+        assert free_elsewhere(locks) == [True, True, True]
         pid = os.fork()
         if pid == 0:
             os._exit(0)
         os.waitpid(pid, 0)
-        assert free_elsewhere(locks) == [True, True]  # released again after the fork
+        assert free_elsewhere(locks) == [True, True, True]  # released again after the fork
     assert progress_mod._OPEN == []
 
     asked: list[int] = []
