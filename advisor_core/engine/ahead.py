@@ -36,13 +36,11 @@ def begin_ahead(paths: Sequence[Path], *, source: str, jobs: int | None, schedul
 
     ``kernels=False``: the run may not read a kernel table (a selection of rules), so none is read ahead.
     """
-    if scheduler or jobs == 1 or not paths:
+    if scheduler or jobs == 1 or not paths or not kernels:
         return []
     from advisor_core.discover.profiles import lone_source
 
     paths = [Path(p) for p in paths]
-    if not kernels:
-        return []
     rank = lone_source(paths)
     if rank is not None:
         return _read_kernels_ahead([rank], source)
@@ -59,19 +57,19 @@ READ_AHEAD_BUDGET_BYTES = 2 << 30
 def _first_of_each_lane(paths: Sequence[Path], jobs: int | None) -> list[Any]:
     """The rank each lane of a pool starts with (the largest kernel tables, as the lanes take them), or none."""
     from advisor_core.discover.profiles import kernel_table_size, scout_sources
-    from advisor_core.engine.rankwork import AUTO_PARALLEL_MIN_BYTES, default_workers, workers_are_forked
+    from advisor_core.engine.rankwork import default_workers, lanes_for, workers_are_forked
 
-    lanes = jobs if jobs is not None else default_workers()
-    if lanes < 2:
-        return []
-    if not workers_are_forked():
-        lanes = 1  # spawned workers inherit nothing: only this process's own lane can claim a read
+    if (jobs if jobs is not None else default_workers()) < 2:
+        return []  # one core: no pool, so no need to walk
     sources = scout_sources(paths, MAX_RANKS_WALKED)
-    if not sources or len(sources) < 2:
+    if not sources:
         return []
     sizes = {id(src): kernel_table_size(src) for src in sources}
-    if jobs is None and sum(sizes.values()) < AUTO_PARALLEL_MIN_BYTES:
-        return []  # the run stays in this process (rankwork.pool_size): its own loop reads as it goes
+    lanes = lanes_for(len(sources), lambda: sum(sizes.values()), jobs)  # as rankwork.pool_size will decide
+    if lanes < 2:
+        return []  # the run stays in this process: its own loop reads as it goes
+    if not workers_are_forked():
+        lanes = 1  # spawned workers inherit nothing: only this process's own lane can claim a read
     largest = sorted(sources, key=lambda src: (-sizes[id(src)], str(src.path)))
     picked: list[Any] = []
     total = 0

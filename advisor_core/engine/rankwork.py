@@ -242,10 +242,15 @@ QUEUED_AHEAD_WHILE = 2
 
 def pool_size(ranks: Sequence[Any], workers: int | None) -> int:
     """Worker processes the units of ``ranks`` get (1: this process); see :func:`run_rank_units`."""
-    n = len(ranks)
+    return lanes_for(len(ranks), lambda: kernel_bytes(ranks), workers)
+
+
+def lanes_for(ranks: int, kernel_table_bytes: Callable[[], int], workers: int | None) -> int:
+    """Lanes for ``ranks`` ranks whose kernel tables weigh ``kernel_table_bytes()`` (asked only with ``workers``
+    unset): ``workers`` (``None``: every core when the run is large enough to gain from it), at most one a rank."""
     if workers is None:
-        workers = default_workers() if n > 1 and kernel_bytes(ranks) >= AUTO_PARALLEL_MIN_BYTES else 1
-    return max(1, min(workers, n))
+        workers = default_workers() if ranks > 1 and kernel_table_bytes() >= AUTO_PARALLEL_MIN_BYTES else 1
+    return max(1, min(workers, ranks))
 
 
 def default_workers() -> int:
@@ -260,13 +265,19 @@ def kernel_bytes(ranks: Iterable[Any]) -> int:
     """Size of the ranks' kernel tables on disk (what the units will read)."""
     total = 0
     for r in ranks:
-        src = r.table_source("kernels") if r.has_table("kernels") else None
-        if src is not None:
+        path = _kernel_file(r)
+        if path is not None:
             try:
-                total += src[0].stat().st_size
+                total += path.stat().st_size
             except OSError:
                 pass
     return total
+
+
+def _kernel_file(rank: Any) -> Any:
+    """The file the rank's kernel table is read from (``None`` without one)."""
+    src = rank.table_source("kernels") if rank.has_table("kernels") else None
+    return src[0] if src is not None else None
 
 
 def run_rank_units(
@@ -359,8 +370,8 @@ def run_rank_units(
 
 
 def _kernel_paths(rank: Any) -> list[str]:
-    src = rank.table_source("kernels") if rank.has_table("kernels") else None
-    return [os.path.realpath(src[0])] if src is not None else []
+    path = _kernel_file(rank)
+    return [os.path.realpath(path)] if path is not None else []
 
 
 def _first_read_ahead(order: Sequence[int], ranks: Sequence[Any], pool_lanes: int) -> list[int]:
@@ -498,7 +509,7 @@ def _workers_can_start() -> bool:
     """
     import sys
 
-    if _context().get_start_method() == "fork":
+    if workers_are_forked():
         return True
     main = sys.modules.get("__main__")
     if main is None or getattr(main, "__spec__", None) is not None:
