@@ -5,8 +5,10 @@ derives what every rule shares (step windows and breakdown), and calls the
 ``rank_evidence`` of each selected rule that has one — the part of a rule that needs
 the kernel timeline, which stays where it was built. What comes back is a
 :class:`RankDigest`: the op view without its timeline, the derived values, each
-rule's evidence, and the diagnostics and failures of that rank. The client adopts
-the digests in rank order, so the report is the same whatever ran the units.
+rule's evidence, and the diagnostics and failures of that rank (from a pool worker, the
+op view comes back in a file the client reads only if a rule asks for it:
+:mod:`advisor_core.engine.spill`). The client adopts the digests in rank order, so the
+report is the same whatever ran the units.
 
 :func:`run_rank_units` runs them in this process (``workers <= 1``) or in this process
 and a process pool together (``concurrent.futures``). On Linux the workers are forked
@@ -215,6 +217,17 @@ def run_rank_job(job: RankJob) -> RankDigest:
     return digest
 
 
+def run_pool_job(job: RankJob, spill_dir: str | None) -> RankDigest:
+    """A pool worker's entry point: :func:`run_rank_job`, the op view handed back through a file in ``spill_dir``
+    (see :mod:`advisor_core.engine.spill`) rather than in the digest."""
+    digest = run_rank_job(job)
+    if spill_dir is not None and digest.op_view is not None:
+        from advisor_core.engine.spill import spill_op_view
+
+        digest.op_view = spill_op_view(digest.op_view, spill_dir, digest.rank_id)
+    return digest
+
+
 # -- client side -----------------------------------------------------------------------------------
 
 def _context() -> Any:
@@ -345,7 +358,9 @@ def run_rank_units(
 
     # This process is one of the ``workers`` lanes. The pool's lanes take the largest ranks, fed from a thread here
     # (so feeding them does not hold this lane up); this process the smallest, until none is left.
-    feeder = _PoolFeeder(workers - 1, jobs, lambda: take(True), finished, lambda: len(queue))
+    spill = _spill_dir()
+    feeder = _PoolFeeder(workers - 1, jobs, lambda: take(True), finished, lambda: len(queue),
+                         spill.path if spill is not None else None)
     if forks:  # the workers claim these
         readahead.discard_paths([p for i in feeder.started for p in _kernel_paths(ranks[i])])
     feeder.start()
@@ -366,7 +381,35 @@ def run_rank_units(
             finished(i, digest_rank(ranks[i], [(c, inst) for c, inst, _ in rules]))
         results[missing[0]].diagnostics.insert(0, Diagnostic(severity="warning", code="workers-failed",
                                                               message=note))
+    if spill is not None:
+        _attach_spilled(results, ranks, spill)
     return [results[i] for i in range(n)]
+
+
+def _spill_dir() -> Any:
+    """Where the pool's workers put the op views (:mod:`advisor_core.engine.spill`); ``None``: in the digests."""
+    from advisor_core.engine.spill import SpillDir
+
+    try:
+        return SpillDir()
+    except OSError:
+        return None
+
+
+def _attach_spilled(results: Mapping[int, RankDigest], ranks: Sequence[Any], spill: Any) -> None:
+    """Each op view a worker spilled keeps the directory, and can be built here from the rank's files."""
+    from advisor_core.engine.spill import SpilledOpView
+
+    for i, digest in results.items():
+        if isinstance(digest.op_view, SpilledOpView):
+            digest.op_view.attach(spill, lambda rank=ranks[i]: _op_view_built_here(rank))
+
+
+def _op_view_built_here(rank: Any) -> Any:
+    from advisor_core.opview.build import build_op_view
+
+    view = build_op_view(rank)
+    return view.without_timeline() if view is not None else None
 
 
 def _kernel_paths(rank: Any) -> list[str]:
@@ -408,10 +451,11 @@ class _PoolFeeder(threading.Thread):
     """
 
     def __init__(self, size: int, jobs: Sequence[RankJob], take: Callable[[], int | None],
-                 finished: Callable[[int, RankDigest], None], remaining: Callable[[], int] = lambda: 0) -> None:
+                 finished: Callable[[int, RankDigest], None], remaining: Callable[[], int] = lambda: 0,
+                 spill_dir: str | None = None) -> None:
         super().__init__(name="advisor-pool-feeder", daemon=True)
         self._size, self._jobs, self._take, self._finished = size, jobs, take, finished
-        self._remaining = remaining
+        self._remaining, self._spill_dir = remaining, spill_dir
         self.error: BaseException | None = None
         self._running: dict[Future[RankDigest], int] = {}
         self._pool: ProcessPoolExecutor | None = None
@@ -430,7 +474,7 @@ class _PoolFeeder(threading.Thread):
     def _submit_while_free(self) -> None:
         assert self._pool is not None
         while len(self._running) < self._in_flight() and (i := self._take()) is not None:
-            self._running[self._pool.submit(run_rank_job, self._jobs[i])] = i
+            self._running[self._pool.submit(run_pool_job, self._jobs[i], self._spill_dir)] = i
 
     def _in_flight(self) -> int:
         lanes = self._size + 1  # the workers and this process
