@@ -14,7 +14,8 @@ decides:
   :data:`~advisor_core.engine.rankwork.AUTO_PARALLEL_MIN_BYTES` of kernel tables and more
   than one core; at most :data:`MAX_RANKS_WALKED` ranks): the first rank of each lane — the
   largest kernel tables, one per lane, at most :data:`MAX_READ_AHEAD` and
-  :data:`READ_AHEAD_BUDGET_BYTES` of them — is read the same way. The workers are forked from
+  :data:`READ_AHEAD_BUDGET_BYTES` of them — is read the same way, but one after another on
+  one core (the other is this process's start-up, which the fork waits for). The workers are forked from
   this process once it has set up (:mod:`advisor_core.engine.rankwork`), after these reads
   have ended: each lane, this process included, claims its own, and starts with it read.
 
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from advisor_core.diagnostics import DiagnosticSink
-from advisor_core.loaders.readahead import Key, begin
+from advisor_core.loaders.readahead import Key, begin, begin_in_turn
 
 
 def begin_ahead(paths: Sequence[Path], *, source: str, jobs: int | None, scheduler: str | None,
@@ -82,11 +83,14 @@ def _first_of_each_lane(paths: Sequence[Path], jobs: int | None) -> list[Any]:
 
 
 def _read_kernels_ahead(ranks: Sequence[Any], source: str) -> list[Key]:
+    """Begin the kernel reads of ``ranks``: one on every core (a lone rank's: the run waits for it), several one
+    after another on one core (a pool's lanes': the start-up they overlap, and the fork after it, waits for
+    this process's main thread, which reads on every core would slow)."""
     from advisor_core.loaders.csvtable import read_header
     from advisor_core.loaders.kernels import KERNELS
     from advisor_core.opview.columns import op_view_columns
 
-    keys = []
+    reads = []
     for rank in ranks:
         if source == "db" or (source != "text" and any(kind.endswith("_db") for kind in rank.artifacts)):
             continue  # the kernels may be read from the database export
@@ -94,5 +98,7 @@ def _read_kernels_ahead(ranks: Sequence[Any], source: str) -> list[Key]:
         quiet = DiagnosticSink()  # the run's own header read says whatever there is to say
         header = read_header(path, KERNELS, quiet, what=path.name) if path is not None else None
         if header is not None:
-            keys.append(begin(path, KERNELS, op_view_columns(header.available)))
-    return keys
+            reads.append((path, KERNELS, op_view_columns(header.available)))
+    if len(reads) == 1:
+        return [begin(*reads[0])]
+    return begin_in_turn(reads)

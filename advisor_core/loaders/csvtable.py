@@ -329,12 +329,14 @@ def read_csv_table(
     what: str | None = None,
     header: HeaderInfo | None = None,
     arrow: bool = False,
+    threads: bool = True,
 ) -> CsvReadResult | None:
     """Read ``columns`` (canonical names; ``None`` = every column present) of ``path``.
 
     With ``arrow=True`` the result's ``arrow`` is a :class:`pyarrow.Table` with canonical
     column names, text columns dictionary-encoded (one dictionary for the whole column)
     and ``frame`` is ``None``: what the op view reads, without a pandas copy.
+    ``threads=False`` reads on the calling thread alone (Arrow's thread pool untouched).
 
     Returns ``None`` (after one error diagnostic) when the file cannot be used at
     all: unreadable, empty, binary, no header, or a required column is absent.
@@ -377,7 +379,7 @@ def read_csv_table(
         return "skip"
 
     # 4 MiB blocks: a quarter of the per-block dictionaries (and their unification) of the 1 MiB default, as fast
-    read_opts = pacsv.ReadOptions(use_threads=True, block_size=READ_BLOCK_BYTES)
+    read_opts = pacsv.ReadOptions(use_threads=threads, block_size=READ_BLOCK_BYTES)
     parse_opts = pacsv.ParseOptions(invalid_row_handler=on_invalid)
     include = list(dict.fromkeys(h for _, h, _ in plan))
     types = {h: _arrow_type(kind, dictionary=arrow) for _, h, kind in plan}

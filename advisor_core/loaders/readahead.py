@@ -32,10 +32,10 @@ Key = tuple[str, str, tuple[str, ...]]
 
 @dataclass
 class _Ahead:
-    thread: threading.Thread
     result: CsvReadResult | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
     failed: bool = False  # raised: the loader reads again and meets the same error where it always did
+    done: threading.Event = field(default_factory=threading.Event)  # this read has ended (or was skipped)
 
 
 _pending: dict[Key, _Ahead] = {}
@@ -47,30 +47,53 @@ def key_of(path: Path, spec: CsvTableSpec, columns: Sequence[str]) -> Key:
 
 
 def begin(path: Path, spec: CsvTableSpec, columns: Sequence[str]) -> Key:
-    """Start reading ``columns`` of ``path`` (a ``spec`` table) as Arrow on a thread; its key.
+    """Start reading ``columns`` of ``path`` (a ``spec`` table) as Arrow on a thread, on every core; its key.
 
     A daemon thread, so that an interrupted run does not wait for the read to end. An
     interpreter that tears itself down while Arrow still reads on such a thread crashes:
     a run that ends normally waits for the reads nobody claimed (:func:`discard`), and
     the ``advisor`` process ends without the teardown (:mod:`advisor_core.cli.process_exit`).
     """
-    key = key_of(path, spec, columns)
+    return _begin([(path, spec, columns)], threads=True, name=path.name)[0]
 
-    def read() -> None:
+
+def begin_in_turn(reads: Sequence[tuple[Path, CsvTableSpec, Sequence[str]]]) -> list[Key]:
+    """Start the ``reads`` (file, spec, columns) one after another on one thread that uses one core; their keys.
+
+    For reads that overlap work this process does on another core meanwhile (its start-up): on every
+    core they would take that core from it. Each is claimed as soon as it has ended; a read discarded
+    before its turn is not made. Otherwise as :func:`begin`.
+    """
+    return _begin(reads, threads=False, name=f"{len(reads)}-in-turn") if reads else []
+
+
+def _begin(reads: Sequence[tuple[Path, CsvTableSpec, Sequence[str]]], *, threads: bool, name: str) -> list[Key]:
+    keys = [key_of(path, spec, columns) for path, spec, columns in reads]
+
+    def read_each() -> None:
         from advisor_core.loaders.csvtable import read_csv_table
 
-        sink = DiagnosticSink()
-        try:
-            ahead.result = read_csv_table(path, spec, list(columns), sink, what=path.name, arrow=True)
-        except Exception:  # noqa: BLE001 - the loader's own read reports it, where it always did
-            ahead.failed = True
-        ahead.diagnostics = list(sink)
+        for key, ahead, (path, spec, columns) in zip(keys, aheads, reads):
+            try:
+                with _lock:
+                    if _pending.get(key) is not ahead:  # discarded (or begun again) before its turn
+                        continue
+                sink = DiagnosticSink()
+                try:
+                    ahead.result = read_csv_table(path, spec, list(columns), sink, what=path.name, arrow=True,
+                                                  threads=threads)
+                except Exception:  # noqa: BLE001 - the loader's own read reports it, where it always did
+                    ahead.failed = True
+                ahead.diagnostics = list(sink)
+            finally:
+                ahead.done.set()
 
-    ahead = _Ahead(threading.Thread(target=read, name=f"advisor-readahead-{path.name}", daemon=True))
+    aheads = [_Ahead() for _ in keys]
+    thread = threading.Thread(target=read_each, name=f"advisor-readahead-{name}", daemon=True)
     with _lock:
-        _pending[key] = ahead
-    ahead.thread.start()
-    return key
+        _pending.update(zip(keys, aheads))
+    thread.start()
+    return keys
 
 
 @dataclass(frozen=True)
@@ -89,7 +112,7 @@ def claim(path: Path, spec: CsvTableSpec, columns: Sequence[str] | None, sink: D
         ahead = _pending.pop(key_of(path, spec, columns), None)
     if ahead is None:
         return None
-    ahead.thread.join()
+    ahead.done.wait()
     if ahead.failed:
         return None
     sink.extend(ahead.diagnostics)
@@ -102,7 +125,7 @@ def discard(keys: Sequence[Key], *, wait: bool = True) -> None:
     with _lock:
         left = [a for a in (_pending.pop(k, None) for k in keys) if a is not None]
     for ahead in left if wait else ():
-        ahead.thread.join()
+        ahead.done.wait()
 
 
 def pending_paths() -> set[str]:
@@ -115,9 +138,9 @@ def wait_all() -> None:
     """Wait until every read begun has ended (their results stay to be claimed): before this process forks,
     so that no Arrow read is running in it, and a forked worker inherits finished tables it can claim."""
     with _lock:
-        running = [a.thread for a in _pending.values()]
-    for thread in running:
-        thread.join()
+        running = list(_pending.values())
+    for ahead in running:
+        ahead.done.wait()
 
 
 def discard_paths(paths: Sequence[str]) -> None:

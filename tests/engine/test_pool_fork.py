@@ -251,6 +251,6 @@ def test_a_worker_lets_go_of_the_reads_it_inherited_once_its_rank_is_done(three_
     source = discover_profiles([three_ranks], DiagnosticSink()).ranks[0]
     monkeypatch.setattr(rankwork, "digest_rank", lambda rank, rules: rankwork.RankDigest(rank.rank_id))
     monkeypatch.setitem(readahead._pending, ("/another/lane/kernel_details.csv", "kernels", ("name",)),
-                        readahead._Ahead(threading.Thread(target=lambda: None)))
+                        readahead._Ahead())
     rankwork.run_rank_job(rankwork.RankJob(source, (), rankwork.PluginSpec(False, (), ())))
     assert readahead._pending == {}  # the table read for another lane is not held while this worker runs

@@ -107,17 +107,63 @@ def test_nothing_is_read_ahead_for_a_pool_one_core_or_a_database(lone_rank: Path
     readahead.discard(keys)
 
 
+def _reader(name: str) -> threading.Thread:
+    (thread,) = [t for t in threading.enumerate() if t.name == name]
+    return thread
+
+
 def test_a_read_nobody_claims_is_waited_for(lone_rank: Path) -> None:
     (csv,) = lone_rank.rglob("kernel_details.csv")
     key = readahead.begin(csv, KERNELS, ["name", "duration_us"])
     ahead = readahead._pending[key]
     readahead.discard([key])  # a run that ends normally never leaves Arrow reading under the interpreter's teardown
-    assert not ahead.thread.is_alive() and ahead.result.arrow.num_rows == 2240
+    assert ahead.done.is_set() and ahead.result.arrow.num_rows == 2240
     key = readahead.begin(csv, KERNELS, ["name"])
-    ahead = readahead._pending[key]
+    thread = _reader("advisor-readahead-kernel_details.csv")
     readahead.discard([key], wait=False)  # an interrupted one does not wait (a daemon thread: nothing joins it)
-    assert readahead._pending == {} and ahead.thread.daemon
-    ahead.thread.join()
+    assert readahead._pending == {} and thread.daemon
+    thread.join()
+
+
+def test_reads_in_turn_run_one_after_another_on_one_thread_without_arrow_s_pool(lone_rank: Path, tmp_path: Path,
+                                                                                 monkeypatch) -> None:
+    from advisor_core.diagnostics import DiagnosticSink
+
+    (csv,) = lone_rank.rglob("kernel_details.csv")
+    files = [tmp_path / f"{i}.csv" for i in range(3)]
+    for f in files:
+        shutil.copy(csv, f)
+    made: list[tuple[str, str, bool]] = []
+    first_may_end = threading.Event()
+    real = csvtable.read_csv_table
+
+    def recorded(path, spec, columns, sink, **kw):  # type: ignore[no-untyped-def]
+        made.append((threading.current_thread().name, Path(path).name, kw.get("threads", True)))
+        if Path(path) == files[0]:
+            first_may_end.wait(10)
+        return real(path, spec, columns, sink, **kw)
+
+    monkeypatch.setattr(csvtable, "read_csv_table", recorded)
+    keys = readahead.begin_in_turn([(f, KERNELS, ["name", "duration_us"]) for f in files])
+    thread = _reader("advisor-readahead-3-in-turn")  # held in the first read
+    readahead.discard([keys[1]], wait=False)  # before its turn: never read
+    first_may_end.set()
+    got = [readahead.claim(f, KERNELS, ["name", "duration_us"], DiagnosticSink()) for f in (files[0], files[2])]
+    assert [g.result.arrow.num_rows for g in got] == [2240, 2240]
+    thread.join()
+    assert made == [("advisor-readahead-3-in-turn", "0.csv", False), ("advisor-readahead-3-in-turn", "2.csv", False)]
+    assert readahead._pending == {}
+    assert readahead.begin_in_turn([]) == []
+
+
+def test_a_read_discarded_before_its_turn_is_not_waited_for_in_vain(lone_rank: Path, tmp_path: Path) -> None:
+    (csv,) = lone_rank.rglob("kernel_details.csv")
+    keys = readahead.begin_in_turn([(csv, KERNELS, ["name"]), (csv, KERNELS, ["name", "duration_us"])])
+    done = threading.Event()
+    waiter = threading.Thread(target=lambda: (readahead.discard(keys[::-1]), done.set()), daemon=True)
+    waiter.start()
+    assert done.wait(10)  # the skipped read counts as ended: discard (and wait_all before a fork) return
+    assert readahead._pending == {}
 
 
 def _five_copies(profile: Path, dest: Path) -> Path:
