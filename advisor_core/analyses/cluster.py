@@ -60,11 +60,8 @@ def _stage_of(rank: Rank) -> int | None:
 
 def _dp_group_of(rank: Rank) -> str | None:
     """The rank's data-parallel group as its global ranks (``"1,3"``), when ``parallel_group_info`` says."""
-    layout = rank.parallel
-    for g in (layout.groups if layout is not None else []):
-        if (g.group_name or "").lower() in ("dp", "data_parallel") and g.global_ranks:
-            return ",".join(str(r) for r in sorted(g.global_ranks))
-    return None
+    group = rank.parallel.group("dp") if rank.parallel is not None else None
+    return ",".join(str(r) for r in group) if group else None
 
 
 def cluster_breakdown(run: Run) -> pd.DataFrame | None:

@@ -47,6 +47,11 @@ class CommGroup(BaseModel):
     global_ranks: list[int] = Field(default_factory=list)
 
 
+# The group names parallel_group_info uses for each kind of parallelism (MindSpore, MindFormers, torch_npu).
+GROUP_NAMES = {"dp": ("dp", "data_parallel", "data"), "tp": ("tp", "mp", "model_parallel", "tensor_parallel"),
+               "pp": ("pp", "pipeline")}
+
+
 class ParallelLayout(BaseModel):
     """How the job was split across devices, as far as the profile tells.
 
@@ -68,6 +73,14 @@ class ParallelLayout(BaseModel):
     context_parallel: int | None = None
     sequence_parallel: bool | None = None
     groups: list[CommGroup] = Field(default_factory=list)
+
+    def group(self, kind: str) -> list[int] | None:
+        """Global ranks of this rank's ``kind`` group (``"dp"``, ``"tp"`` or ``"pp"``), sorted, as
+        ``parallel_group_info`` names it (:data:`GROUP_NAMES`); ``None`` when it does not say."""
+        for g in self.groups:
+            if (g.group_name or "").lower() in GROUP_NAMES[kind] and g.global_ranks:
+                return sorted(int(r) for r in g.global_ranks)
+        return None
 
 
 class ProfilerSettings(BaseModel):

@@ -85,16 +85,9 @@ def rank_label(ranks: list[int]) -> str:
     return ", ".join(parts)
 
 
-_GROUP_NAMES = {"dp": ("dp", "data_parallel", "data"), "tp": ("tp", "mp", "model_parallel", "tensor_parallel"),
-                "pp": ("pp", "pipeline")}
-
-
 def parallel_group(rank: Any, kind: str) -> list[int] | None:
     """Global ranks of ``rank``'s ``kind`` group (``dp``, ``tp`` or ``pp``), sorted, as the profile's
     ``parallel_group_info`` (``profiler_metadata.json``) gives them; ``None`` when it does not."""
     layout = getattr(rank, "parallel", None)
-    for g in getattr(layout, "groups", None) or []:
-        if (g.group_name or "").lower() in _GROUP_NAMES[kind] and g.global_ranks:
-            return sorted(int(r) for r in g.global_ranks)
-    return None
+    return layout.group(kind) if layout is not None else None
 
