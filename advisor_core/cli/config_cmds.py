@@ -60,19 +60,21 @@ def lint_command(configs: tuple[Path, ...], graphs: tuple[Path, ...], profiles: 
     from advisor_core.diagnostics import DiagnosticSink
     from advisor_core.discover.inputs import looks_like_training_config
     from advisor_core.engine.runner import AnalysisResult, SelectionError, Skipped
-    from advisor_core.engine.session import Session, SessionOptions
+    from advisor_core.engine.session import Session, SessionOptions, SharedEvidence
     from advisor_core.report.base import RenderContext
 
     settings = _settings(settings_file)
     host = _host(no_plugins, plugin_flags, settings)
     check_output_flags(host, fmt or settings.format, output)
+    # the baseline is read once, for every config, and what is wrong with it said once
+    baseline = SharedEvidence(profiles, graphs, host) if profiles or graphs else None
     options = dict(settings.rule_options)
     if devices:
         options.setdefault("LC004", {})
         options["LC004"] = {**options["LC004"], "devices": devices}
     merged: AnalysisResult | None = None
     changed_any = False
-    sinks = []
+    sinks = [baseline.sink] if baseline is not None else []
     checked: list[str] = []
     not_configs: list[Path] = []
     unreadable = DiagnosticSink()
@@ -89,7 +91,7 @@ def lint_command(configs: tuple[Path, ...], graphs: tuple[Path, ...], profiles: 
                       "… sections)", style="dim", markup=False, soft_wrap=True)
             continue
         session = Session([], SessionOptions(config=cfg, graphs=list(graphs), profiles=list(profiles), settings=settings,
-                                             baseline=True, config_document=doc), host=host)
+                                             baseline=True, config_document=doc, evidence=baseline), host=host)
         try:
             result = session.analyze(select=_codes(select) or settings.effective_select(), ignore=_codes(ignore) or settings.ignore,
                                      options=options)
@@ -111,6 +113,8 @@ def lint_command(configs: tuple[Path, ...], graphs: tuple[Path, ...], profiles: 
             merged.errors.extend(e for e in result.errors if e.message not in {x.message for x in merged.errors})
             merged.diagnostics.extend(result.diagnostics)
             merged.runs.extend(result.runs)
+    if merged is not None and baseline is not None:
+        merged.diagnostics[:0] = list(baseline.sink)
     if len(unreadable):
         sinks.append(unreadable)
         if merged is not None:  # whatever else was linted, a config that could not be read is an input error

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from advisor_core.diagnostics import DiagnosticSink
 from advisor_core.discover.inputs import classify_inputs
@@ -50,6 +50,8 @@ class SessionOptions:
     config_document: Any = None
     # reads the caller began ahead (``advisor analyze``; see engine.ahead): let go at the end of ``analyze``
     read_ahead: Sequence[Any] = ()
+    # the profiles and IR dumps already loaded for several sessions (``advisor lint``'s baseline, one for every config)
+    evidence: SharedEvidence | None = None
 
 
 class Session:
@@ -94,22 +96,12 @@ class Session:
         if self._loaded:
             return
         self._loaded = True
-        if self.profile_paths:
-            from advisor_core.model.run import load_run
-
-            self._run = load_run(*self.profile_paths, sink=self.sink, loaders=self._loaders(), report_empty=True,
-                                 source=self.options.source)
-        if self.graph_paths:
-            from advisor_core.ir.dumps import find_ir_dumps
-
-            dumps = None
-            for g in self.graph_paths:
-                found = find_ir_dumps(Path(g), self.sink)
-                if found is not None and found.ranks:
-                    dumps = found if dumps is None else dumps
-                    if dumps is not found:
-                        self.sink.warning("several-ir-roots", f"several IR dump directories; using {dumps_root(dumps)}", g)
-            self._ir = dumps
+        shared = self.options.evidence
+        if shared is not None:
+            self._run, self._ir = shared.load()
+        else:
+            self._run, self._ir = load_evidence(self.profile_paths, self.graph_paths, self.sink, self._loaders,
+                                                self.options.source)
         if self.config_path is not None:
             from advisor_core.config.document import ConfigDocument
 
@@ -238,6 +230,46 @@ class Session:
                 }
             )
         return pd.DataFrame(rows)
+
+
+def load_evidence(profiles: Sequence[Path], graphs: Sequence[Path], sink: DiagnosticSink,
+                  loaders: Callable[[], dict[str, Any]], source: str = "auto") -> tuple[Any, Any]:
+    """The run of ``profiles`` and the IR dumps of ``graphs`` (each ``None`` without), what is wrong with them in
+    ``sink``; ``loaders()`` gives the table loaders (asked only with profiles: they import the columnar stack)."""
+    run = ir = None
+    if profiles:
+        from advisor_core.model.run import load_run
+
+        run = load_run(*profiles, sink=sink, loaders=loaders(), report_empty=True, source=source)
+    if graphs:
+        from advisor_core.ir.dumps import find_ir_dumps
+
+        for g in graphs:
+            found = find_ir_dumps(Path(g), sink)
+            if found is not None and found.ranks:
+                if ir is None:
+                    ir = found
+                else:
+                    sink.warning("several-ir-roots", f"several IR dump directories; using {dumps_root(ir)}", g)
+    return run, ir
+
+
+class SharedEvidence:
+    """Profiles and IR dumps loaded once, when first asked for, for several sessions: ``advisor lint`` checks
+    every config against the same baseline. What is wrong with them is said in ``sink``, once."""
+
+    def __init__(self, profiles: Sequence[Path], graphs: Sequence[Path], host: PluginHost, source: str = "auto") -> None:
+        self.profiles, self.graphs = list(profiles), list(graphs)
+        self.sink = DiagnosticSink()
+        self._host, self._source = host, source
+        self._loaded: tuple[Any, Any] | None = None
+
+    def load(self) -> tuple[Any, Any]:
+        """The run and the IR dumps (each ``None`` without), loaded the first time."""
+        if self._loaded is None:
+            self._loaded = load_evidence(self.profiles, self.graphs, self.sink, lambda: table_loaders(self._host),
+                                         self._source)
+        return self._loaded
 
 
 def table_loaders(host: PluginHost) -> dict[str, Any]:

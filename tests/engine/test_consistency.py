@@ -184,3 +184,56 @@ def test_lint_against_a_baseline_of_another_shape_checks_the_config_alone(run: P
     assert "the baseline is left out and only the checks of the config alone run" in proc.stderr
     assert "error" not in proc.stderr
     assert "AL001" in proc.stdout  # hidden_size 4100 is still judged from the config
+
+
+def test_lint_reads_the_baseline_once_for_every_config(run: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    """A pre-commit run lints every changed config against the same last run: it is loaded once, and what is wrong
+    with it said once; each config is still checked against it on its own."""
+    import json
+
+    from advisor_core.cli import main
+    from advisor_core.ir import dumps as ir_dumps
+    from advisor_core.model import run as model_run
+
+    own = (run / "config" / "kitchen-sink.yaml").read_text()
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "a.yaml").write_text(own)
+    (configs / "b.yaml").write_text(own)
+    (configs / "grown.yaml").write_text(own.replace("num_layers: 2", "num_layers: 4"))
+    profile = tmp_path / "profile"
+    shutil.copytree(run / "profile", profile)
+    (rank0,) = [d for d in sorted(profile.iterdir()) if d.is_dir()][:1]
+    (damaged,) = rank0.rglob("step_trace_time.csv")
+    damaged.write_bytes(b"\xff\xfe not a table\n")
+    loads = {"ir": 0, "run": 0}
+    real_dumps, real_run = ir_dumps.find_ir_dumps, model_run.load_run
+
+    def counted_dumps(*a, **kw):  # type: ignore[no-untyped-def]
+        loads["ir"] += 1
+        return real_dumps(*a, **kw)
+
+    def counted_run(*a, **kw):  # type: ignore[no-untyped-def]
+        loads["run"] += 1
+        return real_run(*a, **kw)
+
+    monkeypatch.setattr(ir_dumps, "find_ir_dumps", counted_dumps)
+    monkeypatch.setattr(model_run, "load_run", counted_run)
+    out = tmp_path / "lint.json"
+    code = main(["lint", str(configs), "--graphs", str(run / "graphs"), "--profile", str(profile), "--no-plugins",
+                 "--fail-on", "never", "--format", "json", "-o", str(out)])
+    assert code == 2  # the baseline's unreadable table is an input error, as for analyze
+    assert loads == {"ir": 1, "run": 1}
+    err = capsys.readouterr().err
+    assert err.count("step_trace_time.csv lacks required column(s) 'Computing', 'Free'") == 1, err  # said once
+    assert err.count("the baseline is left out") == 1 and "grown.yaml: warning: the layer count disagrees" in err
+    report = json.loads(out.read_text())
+    assert report["inputs"]["configs"] == [str(configs / n) for n in ("a.yaml", "b.yaml", "grown.yaml")]
+    per_config = {}
+    for f in report["findings"]:
+        for loc in f["locations"]:
+            if loc["kind"] == "config":
+                per_config.setdefault(Path(loc["path"]).name, set()).add(f["code"])
+    # the same config against the same baseline; the grown one on its own (no profile evidence: no MD001)
+    assert per_config["a.yaml"] == per_config["b.yaml"] == {"AL001", "CM001", "CT001", "MD001", "RC001"}
+    assert "MD001" not in per_config["grown.yaml"]
