@@ -36,6 +36,7 @@ class _Ahead:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     failed: bool = False  # raised: the loader reads again and meets the same error where it always did
     done: threading.Event = field(default_factory=threading.Event)  # this read has ended (or was skipped)
+    dropped: bool = False  # discarded: not to be made if its turn has not come (a claimed one still is)
 
 
 _pending: dict[Key, _Ahead] = {}
@@ -71,12 +72,13 @@ def _begin(reads: Sequence[tuple[Path, CsvTableSpec, Sequence[str]]], *, threads
     keys = [key_of(path, spec, columns) for path, spec, columns in reads]
 
     def read_each() -> None:
-        from advisor_core.loaders.csvtable import read_csv_table
+        try:
+            from advisor_core.loaders.csvtable import read_csv_table
 
-        for key, ahead, (path, spec, columns) in zip(keys, aheads, reads):
-            try:
+            for ahead, (path, spec, columns) in zip(aheads, reads):
                 with _lock:
-                    if _pending.get(key) is not ahead:  # discarded (or begun again) before its turn
+                    if ahead.dropped:  # discarded before its turn (claimed is not dropped: the claimer waits)
+                        ahead.done.set()
                         continue
                 sink = DiagnosticSink()
                 try:
@@ -85,8 +87,12 @@ def _begin(reads: Sequence[tuple[Path, CsvTableSpec, Sequence[str]]], *, threads
                 except Exception:  # noqa: BLE001 - the loader's own read reports it, where it always did
                     ahead.failed = True
                 ahead.diagnostics = list(sink)
-            finally:
                 ahead.done.set()
+        finally:  # whatever ended this thread, no one waits for a read it will not make
+            for ahead in aheads:
+                if not ahead.done.is_set():
+                    ahead.failed = True
+                    ahead.done.set()
 
     aheads = [_Ahead() for _ in keys]
     thread = threading.Thread(target=read_each, name=f"advisor-readahead-{name}", daemon=True)
@@ -124,6 +130,8 @@ def discard(keys: Sequence[Key], *, wait: bool = True) -> None:
     for a run that is being interrupted)."""
     with _lock:
         left = [a for a in (_pending.pop(k, None) for k in keys) if a is not None]
+        for ahead in left:
+            ahead.dropped = True
     for ahead in left if wait else ():
         ahead.done.wait()
 
@@ -148,4 +156,4 @@ def discard_paths(paths: Sequence[str]) -> None:
     wanted = set(paths)
     with _lock:
         for key in [k for k in _pending if k[0] in wanted]:
-            del _pending[key]
+            _pending.pop(key).dropped = True

@@ -215,3 +215,49 @@ def test_analyze_with_a_selection_reads_nothing_ahead(lone_rank: Path, kernel_re
     assert out.exists()
     assert [r[0] for r in kernel_reads if r[0].startswith("advisor-readahead")] == []  # MD001 reads no kernels
     assert readahead._pending == {}
+
+
+def test_a_read_claimed_before_its_turn_is_still_made(lone_rank: Path, tmp_path: Path, monkeypatch) -> None:
+    """The run's consistency check builds an op view before the units start, while the reads in turn go on."""
+    from advisor_core.diagnostics import DiagnosticSink
+
+    (csv,) = lone_rank.rglob("kernel_details.csv")
+    first, second = tmp_path / "first.csv", tmp_path / "second.csv"
+    shutil.copy(csv, first)
+    shutil.copy(csv, second)
+    first_may_end = threading.Event()
+    real = csvtable.read_csv_table
+
+    def held(path, spec, columns, sink, **kw):  # type: ignore[no-untyped-def]
+        if Path(path) == first:
+            first_may_end.wait(10)
+        return real(path, spec, columns, sink, **kw)
+
+    monkeypatch.setattr(csvtable, "read_csv_table", held)
+    readahead.begin_in_turn([(first, KERNELS, ["name"]), (second, KERNELS, ["name"])])
+    got: list = []
+    claimer = threading.Thread(target=lambda: got.append(readahead.claim(second, KERNELS, ["name"], DiagnosticSink())))
+    claimer.start()
+    claimer.join(0.2)  # it waits, its read not begun
+    first_may_end.set()
+    claimer.join(10)
+    assert got[0].result is not None and got[0].result.arrow.num_rows == 2240
+    readahead.discard([readahead.key_of(first, KERNELS, ["name"])])
+
+
+def test_a_reader_that_dies_leaves_no_one_waiting(lone_rank: Path, monkeypatch) -> None:
+    from advisor_core.diagnostics import DiagnosticSink
+
+    (csv,) = lone_rank.rglob("kernel_details.csv")
+
+    def dies(*args, **kw):  # type: ignore[no-untyped-def]
+        raise SystemExit  # ends the thread, as nothing a read raises does
+
+    monkeypatch.setattr(csvtable, "read_csv_table", dies)
+    readahead.begin_in_turn([(csv, KERNELS, ["name"]), (csv, KERNELS, ["name", "duration_us"])])
+    done = threading.Event()
+    waiter = threading.Thread(target=lambda: (readahead.wait_all(), done.set()), daemon=True)
+    waiter.start()
+    assert done.wait(10)
+    assert readahead.claim(csv, KERNELS, ["name"], DiagnosticSink()) is None  # the loader reads for itself
+    readahead.discard(list(readahead._pending))
