@@ -129,13 +129,17 @@ def lint_command(configs: tuple[Path, ...], graphs: tuple[Path, ...], profiles: 
     from advisor_core.engine.findings import sort_findings
 
     merged.findings = sort_findings(merged.findings)
+    merged.diagnostics = list(dict.fromkeys(merged.diagnostics))
     merged.inputs = {"configs": checked, "graphs": [str(g) for g in graphs], "profiles": [str(p) for p in profiles]}
     level = fail_on or (settings.fail_on if settings.source and settings.fail_on != "low" else "medium")
     ctx = RenderContext(inputs=merged.inputs, fail_on=level, command="lint", show_skipped=verbose)
     if checked or output is not None or (fmt or settings.format) != "text":
         render(merged, host, fmt or settings.format, output, ctx)  # no "No findings." when nothing was read
-    for s in sinks:
-        print_diagnostics(s, verbose=verbose)
+    # Each config's analysis of a baseline large enough for worker processes reads its ranks again, and says
+    # again what is wrong with them: said once.
+    said = DiagnosticSink()
+    said.extend(dict.fromkeys(d for s in sinks for d in s))
+    print_diagnostics(said, verbose=verbose)
     _print_errors(merged)
     code = exit_code(merged, level)
     if fix and changed_any and code == 0:

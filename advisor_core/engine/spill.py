@@ -35,7 +35,8 @@ _OPEN: set[tuple[str, int]] = set()  # (directory, the process that made it) not
 
 class SpillDir:
     """A temporary directory for one run's spilled op views (``path``), removed once nothing refers to it
-    (every :class:`SpilledOpView` the client adopted holds it) or at the latest when the process exits."""
+    (every :class:`SpilledOpView` not fetched yet holds it, and its rank holds the view: in practice once the
+    run is collected) or at the latest when the process exits."""
 
     def __init__(self) -> None:
         self.path = tempfile.mkdtemp(prefix=SPILL_PREFIX)
@@ -92,16 +93,23 @@ class SpilledOpView:
             with open(self.path, "rb") as f:
                 view = pickle.load(f)
         except Exception as exc:  # noqa: BLE001 - a lost or damaged file: the rank's own files are still there
-            if self.sink is not None:
-                self.sink.add(Diagnostic(severity="warning", code="op-view-not-fetched",
-                                         message=f"rank {self.rank_id}: its op view, kept by a worker process in "
-                                                 f"{self.path}, could not be read back ({type(exc).__name__}: "
-                                                 f"{exc}); built here from its files instead"))
-            view = self._rebuild() if self._rebuild is not None else None
+            view, why = None, f"{type(exc).__name__}: {exc}"
+            try:
+                view = self._rebuild() if self._rebuild is not None else None
+            except Exception as again:  # noqa: BLE001 - said below; the rank then has no op view
+                self._say(f"rank {self.rank_id}: its op view, kept by a worker process in {self.path}, could not be "
+                          f"read back ({why}), nor built here from its files ({type(again).__name__}: {again})")
+            else:
+                self._say(f"rank {self.rank_id}: its op view, kept by a worker process in {self.path}, could not be "
+                          f"read back ({why}); built here from its files instead")
         else:
             _unlink(self.path)
         self._directory = None
         return view
+
+    def _say(self, message: str) -> None:
+        if self.sink is not None:
+            self.sink.add(Diagnostic(severity="warning", code="op-view-not-fetched", message=message))
 
 
 def _remember(path: str) -> None:

@@ -192,6 +192,7 @@ def test_lint_reads_the_baseline_once_for_every_config(run: Path, tmp_path: Path
     import json
 
     from advisor_core.cli import main
+    from advisor_core.engine import rankwork
     from advisor_core.ir import dumps as ir_dumps
     from advisor_core.model import run as model_run
 
@@ -206,6 +207,9 @@ def test_lint_reads_the_baseline_once_for_every_config(run: Path, tmp_path: Path
     (rank0,) = [d for d in sorted(profile.iterdir()) if d.is_dir()][:1]
     (damaged,) = rank0.rglob("step_trace_time.csv")
     damaged.write_bytes(b"\xff\xfe not a table\n")
+    (kernels,) = rank0.rglob("kernel_details.csv")
+    with open(kernels, "a") as fh:
+        fh.write("1,2,3\n")  # read again by each config's per-rank work, in a worker or here
     loads = {"ir": 0, "run": 0}
     real_dumps, real_run = ir_dumps.find_ir_dumps, model_run.load_run
 
@@ -219,6 +223,8 @@ def test_lint_reads_the_baseline_once_for_every_config(run: Path, tmp_path: Path
 
     monkeypatch.setattr(ir_dumps, "find_ir_dumps", counted_dumps)
     monkeypatch.setattr(model_run, "load_run", counted_run)
+    # as for a baseline of real size: each config's per-rank work goes to worker processes, which read the ranks
+    monkeypatch.setattr(rankwork, "AUTO_PARALLEL_MIN_BYTES", 1)
     out = tmp_path / "lint.json"
     code = main(["lint", str(configs), "--graphs", str(run / "graphs"), "--profile", str(profile), "--no-plugins",
                  "--fail-on", "never", "--format", "json", "-o", str(out)])
@@ -226,8 +232,14 @@ def test_lint_reads_the_baseline_once_for_every_config(run: Path, tmp_path: Path
     assert loads == {"ir": 1, "run": 1}
     err = capsys.readouterr().err
     assert err.count("step_trace_time.csv lacks required column(s) 'Computing', 'Free'") == 1, err  # said once
+    assert err.count("kernel_details.csv: 1 row(s) with the wrong number of fields were skipped") == 1, err
     assert err.count("the baseline is left out") == 1 and "grown.yaml: warning: the layer count disagrees" in err
     report = json.loads(out.read_text())
+    assert [d["code"] for d in report["diagnostics"] if "step_trace_time.csv" in d["message"]] == ["not-utf8",
+                                                                                                 "missing-column"]
+    assert [d["message"] for d in report["diagnostics"] if "kernel_details.csv" in d["message"]] == [
+        "kernel_details.csv: 1 row(s) with the wrong number of fields were skipped (line 1140: expected 46 fields, "
+        "got 3)"]
     assert report["inputs"]["configs"] == [str(configs / n) for n in ("a.yaml", "b.yaml", "grown.yaml")]
     per_config = {}
     for f in report["findings"]:
