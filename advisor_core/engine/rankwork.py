@@ -338,7 +338,11 @@ def run_rank_units(
     # ahead is this lane's).
     forks = workers_are_forked()
     by_size = sorted(range(n), key=lambda i: -kernel_bytes([ranks[i]]))
-    queue = deque(_first_read_ahead(by_size, ranks, workers - 1 if forks else 0))
+    order = _first_read_ahead(by_size, ranks, workers - 1 if forks else 0)
+    # A rank whose op view this process has built (the config's check reads two when there are no IR dumps) is
+    # this lane's, first: a worker would read its kernel table again.
+    built = [i for i in order if ranks[i].holds_op_view_timeline()]
+    queue = deque([i for i in order if i not in built] + built[::-1])
     from advisor_core.loaders import readahead
 
     if forks:

@@ -333,6 +333,10 @@ class Rank:
 
             self._op_view = build_op_view(self) or False
 
+    def holds_op_view_timeline(self) -> bool:
+        """Is the op view built here, kernel timeline included (a per-rank unit in this process reads nothing again)?"""
+        return bool(self._op_view) and not callable(self._op_view) and self._op_view.timeline is not None
+
     def forget_op_view_loader(self) -> None:
         """The place holding the op view is gone: build it from the files again if it is asked for."""
         if callable(self._op_view):

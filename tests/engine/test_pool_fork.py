@@ -254,3 +254,35 @@ def test_a_worker_lets_go_of_the_reads_it_inherited_once_its_rank_is_done(three_
                         readahead._Ahead())
     rankwork.run_rank_job(rankwork.RankJob(source, (), rankwork.PluginSpec(False, (), ())))
     assert readahead._pending == {}  # the table read for another lane is not held while this worker runs
+
+
+def test_a_rank_whose_op_view_is_built_here_stays_in_this_lane(tmp_path: Path, monkeypatch) -> None:
+    """A config without IR dumps is checked against the kernels of the first and the last rank, whose op views the
+    client builds before the units: a worker would read those kernel tables again."""
+    from advisor_core.cli import main
+    from advisor_core.loaders import registry
+
+    log = tmp_path / "reads.log"
+    real = csvtable.read_csv_table
+
+    def counted(path, spec, columns, sink, **kw):  # type: ignore[no-untyped-def]
+        if spec is KERNELS:
+            with open(log, "a") as fh:
+                fh.write(f"{Path(path).resolve()}\n")
+        return real(path, spec, columns, sink, **kw)
+
+    monkeypatch.setattr(csvtable, "read_csv_table", counted)
+    monkeypatch.setattr(registry, "read_csv_table", counted)
+    # four ranks: the worker is given two as it is forked, rank 0 among them unless this lane keeps it
+    four_ranks = kitchen_sink_profile(tmp_path / "four", ranks=4, steps=1)
+    config = four_ranks.parent / "config" / "kitchen-sink.yaml"
+    reports = {}
+    for jobs in ("2", "1"):
+        out = tmp_path / f"j{jobs}.json"
+        assert main(["analyze", str(four_ranks), str(config), "--no-plugins", "--jobs", jobs, "--format", "json",
+                     "-o", str(out), "--quiet"]) == 1
+        reports[jobs] = out.read_bytes()
+        reads = log.read_text().splitlines()
+        log.unlink()
+        assert sorted(reads) == sorted(str(p.resolve()) for p in _kernel_csvs(four_ranks))  # each table once
+    assert reports["1"] == reports["2"]
