@@ -322,7 +322,8 @@ class Rank:
             self._cache.setdefault(key, value)
 
     def adopt_op_view_loader(self, fetch: Callable[[], Any]) -> None:
-        """The op view is held elsewhere (a Dask worker); ``fetch()`` brings it the first time it is needed."""
+        """The op view is held elsewhere (a Dask worker, a file a pool worker wrote); ``fetch()`` brings it the first
+        time it is needed."""
         self._op_view = fetch
 
     def ensure_timeline(self) -> None:
