@@ -112,16 +112,25 @@ def _reader(name: str) -> threading.Thread:
     return thread
 
 
-def test_a_read_nobody_claims_is_waited_for(lone_rank: Path) -> None:
+def test_a_read_nobody_claims_is_waited_for(lone_rank: Path, monkeypatch) -> None:
     (csv,) = lone_rank.rglob("kernel_details.csv")
     key = readahead.begin(csv, KERNELS, ["name", "duration_us"])
     ahead = readahead._pending[key]
     readahead.discard([key])  # a run that ends normally never leaves Arrow reading under the interpreter's teardown
     assert ahead.done.is_set() and ahead.result.arrow.num_rows == 2240
+    may_end = threading.Event()
+    real = csvtable.read_csv_table
+
+    def held(*args, **kw):  # type: ignore[no-untyped-def]
+        may_end.wait(10)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(csvtable, "read_csv_table", held)
     key = readahead.begin(csv, KERNELS, ["name"])
-    thread = _reader("advisor-readahead-kernel_details.csv")
+    thread = _reader("advisor-readahead-kernel_details.csv")  # still reading
     readahead.discard([key], wait=False)  # an interrupted one does not wait (a daemon thread: nothing joins it)
-    assert readahead._pending == {} and thread.daemon
+    assert readahead._pending == {} and thread.daemon and thread.is_alive()
+    may_end.set()
     thread.join()
 
 
@@ -245,19 +254,26 @@ def test_a_read_claimed_before_its_turn_is_still_made(lone_rank: Path, tmp_path:
     readahead.discard([readahead.key_of(first, KERNELS, ["name"])])
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the thread dies: the case
 def test_a_reader_that_dies_leaves_no_one_waiting(lone_rank: Path, monkeypatch) -> None:
     from advisor_core.diagnostics import DiagnosticSink
 
     (csv,) = lone_rank.rglob("kernel_details.csv")
 
+    may_die = threading.Event()
+
     def dies(*args, **kw):  # type: ignore[no-untyped-def]
+        may_die.wait(10)
         raise SystemExit  # ends the thread, as nothing a read raises does
 
     monkeypatch.setattr(csvtable, "read_csv_table", dies)
     readahead.begin_in_turn([(csv, KERNELS, ["name"]), (csv, KERNELS, ["name", "duration_us"])])
+    reader = _reader("advisor-readahead-2-in-turn")
+    may_die.set()
     done = threading.Event()
     waiter = threading.Thread(target=lambda: (readahead.wait_all(), done.set()), daemon=True)
     waiter.start()
     assert done.wait(10)
     assert readahead.claim(csv, KERNELS, ["name"], DiagnosticSink()) is None  # the loader reads for itself
     readahead.discard(list(readahead._pending))
+    reader.join(10)  # ended here, not in a later test
