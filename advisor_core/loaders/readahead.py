@@ -155,5 +155,5 @@ def discard_paths(paths: Sequence[str]) -> None:
     """Forget the reads of these files (real paths): another process claims them (a forked worker)."""
     wanted = set(paths)
     with _lock:
-        for key in [k for k in _pending if k[0] in wanted]:
-            _pending.pop(key).dropped = True
+        keys = [k for k in _pending if k[0] in wanted]
+    discard(keys, wait=False)
