@@ -189,12 +189,10 @@ def test_what_is_read_ahead_for_a_pool_is_bounded(three_ranks: Path, monkeypatch
     assert begun(8) == 1  # the first is always read, as for a lone rank
 
 
-def test_analyze_reads_each_kernel_table_once_across_the_lanes(three_ranks: Path, tmp_path: Path,
-                                                               monkeypatch) -> None:
-    from advisor_core.cli import main
+def _log_kernel_reads(log: Path, monkeypatch) -> Path:  # type: ignore[no-untyped-def]
+    """Append each kernel table read, in this process or a worker forked from it, to ``log``: pid, thread, file."""
     from advisor_core.loaders import registry
 
-    log = tmp_path / "reads.log"  # each kernel read, in this process or a worker forked from it
     real = csvtable.read_csv_table
 
     def counted(path, spec, columns, sink, **kw):  # type: ignore[no-untyped-def]
@@ -205,6 +203,14 @@ def test_analyze_reads_each_kernel_table_once_across_the_lanes(three_ranks: Path
 
     monkeypatch.setattr(csvtable, "read_csv_table", counted)
     monkeypatch.setattr(registry, "read_csv_table", counted)
+    return log
+
+
+def test_analyze_reads_each_kernel_table_once_across_the_lanes(three_ranks: Path, tmp_path: Path,
+                                                               monkeypatch) -> None:
+    from advisor_core.cli import main
+
+    log = _log_kernel_reads(tmp_path / "reads.log", monkeypatch)
     out = tmp_path / "r.json"
     assert main(["analyze", str(three_ranks), "--no-plugins", "--jobs", "2", "--format", "json", "-o", str(out),
                  "--quiet"]) == 1
@@ -260,19 +266,8 @@ def test_a_rank_whose_op_view_is_built_here_stays_in_this_lane(tmp_path: Path, m
     """A config without IR dumps is checked against the kernels of the first and the last rank, whose op views the
     client builds before the units: a worker would read those kernel tables again."""
     from advisor_core.cli import main
-    from advisor_core.loaders import registry
 
-    log = tmp_path / "reads.log"
-    real = csvtable.read_csv_table
-
-    def counted(path, spec, columns, sink, **kw):  # type: ignore[no-untyped-def]
-        if spec is KERNELS:
-            with open(log, "a") as fh:
-                fh.write(f"{Path(path).resolve()}\n")
-        return real(path, spec, columns, sink, **kw)
-
-    monkeypatch.setattr(csvtable, "read_csv_table", counted)
-    monkeypatch.setattr(registry, "read_csv_table", counted)
+    log = _log_kernel_reads(tmp_path / "reads.log", monkeypatch)
     # four ranks: the worker is given two as it is forked, rank 0 among them unless this lane keeps it
     four_ranks = kitchen_sink_profile(tmp_path / "four", ranks=4, steps=1)
     config = four_ranks.parent / "config" / "kitchen-sink.yaml"
@@ -282,7 +277,7 @@ def test_a_rank_whose_op_view_is_built_here_stays_in_this_lane(tmp_path: Path, m
         assert main(["analyze", str(four_ranks), str(config), "--no-plugins", "--jobs", jobs, "--format", "json",
                      "-o", str(out), "--quiet"]) == 1
         reports[jobs] = out.read_bytes()
-        reads = log.read_text().splitlines()
+        reads = [line.split(" ", 2)[2] for line in log.read_text().splitlines()]
         log.unlink()
         assert sorted(reads) == sorted(str(p.resolve()) for p in _kernel_csvs(four_ranks))  # each table once
     assert reports["1"] == reports["2"]
