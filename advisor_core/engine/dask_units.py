@@ -120,13 +120,11 @@ def _worker_address() -> str | None:
 
 def build_op_view_of(job: RankJob) -> Any:
     """The op view of ``job``'s rank, read from its files here (a worker, or the client as a fallback)."""
-    from advisor_core.engine.rankwork import _plugin_host
+    from advisor_core.engine.rankwork import _plugin_host, op_view_built_here
     from advisor_core.engine.session import table_loaders
     from advisor_core.model.run import Rank
 
-    rank = Rank(job.source, table_loaders(_plugin_host(job.plugins)), DiagnosticSink())
-    view = rank.op_view()
-    return view.without_timeline() if view is not None else None
+    return op_view_built_here(Rank(job.source, table_loaders(_plugin_host(job.plugins)), DiagnosticSink()))
 
 
 def check_address(address: str) -> tuple[str, str | None, int | None]:

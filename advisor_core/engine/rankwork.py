@@ -406,10 +406,11 @@ def _attach_spilled(results: Mapping[int, RankDigest], ranks: Sequence[Any], spi
 
     for i, digest in results.items():
         if isinstance(digest.op_view, SpilledOpView):
-            digest.op_view.attach(spill, lambda rank=ranks[i]: _op_view_built_here(rank))
+            digest.op_view.attach(spill, lambda rank=ranks[i]: op_view_built_here(rank))
 
 
-def _op_view_built_here(rank: Any) -> Any:
+def op_view_built_here(rank: Any) -> Any:
+    """``rank``'s op view read from its files in this process, without its timeline (as a digest carries it)."""
     from advisor_core.opview.build import build_op_view
 
     view = build_op_view(rank)
