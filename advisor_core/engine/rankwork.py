@@ -467,6 +467,7 @@ class _PoolFeeder(threading.Thread):
         self.started: list[int] = []  # the ranks given to the workers as they were forked
         try:
             self._pool = ProcessPoolExecutor(max_workers=size, mp_context=_context(), initializer=_init_worker)
+            _widen_result_pipe(self._pool)
             with _forking():
                 self._submit_while_free()
             self.started = list(self._running.values())
@@ -501,6 +502,27 @@ class _PoolFeeder(threading.Thread):
                         self._finished(self._running.pop(fut), fut.result())
         except BaseException as exc:  # noqa: BLE001 - handed to the client, which decides
             self.error = exc
+
+
+RESULT_PIPE_BYTES = 1 << 20
+_F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ (Linux), named in the fcntl module from Python 3.10
+
+
+def _widen_result_pipe(pool: ProcessPoolExecutor) -> None:
+    """Let a digest (about 1 MB for a 100 k-row rank) fit in the pipe the workers send results through.
+
+    In the 64 KB a Linux pipe holds by default, a worker's send waits for the client's result thread to
+    drain each chunk, and that thread waits for the interpreter the client's own lane holds: 5–30 ms a
+    rank. With room for the whole digest the send is a copy. Where the pipe cannot be widened (not Linux,
+    a lower ``/proc/sys/fs/pipe-max-size``, a ``concurrent.futures`` without this queue) it stays as it is.
+    """
+    try:
+        import fcntl
+
+        reader = pool._result_queue._reader  # type: ignore[attr-defined]
+        fcntl.fcntl(reader.fileno(), getattr(fcntl, "F_SETPIPE_SZ", _F_SETPIPE_SZ), RESULT_PIPE_BYTES)
+    except (ImportError, AttributeError, OSError, ValueError):
+        pass
 
 
 @contextmanager

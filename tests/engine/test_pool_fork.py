@@ -281,3 +281,30 @@ def test_a_rank_whose_op_view_is_built_here_stays_in_this_lane(tmp_path: Path, m
         log.unlink()
         assert sorted(reads) == sorted(str(p.resolve()) for p in _kernel_csvs(four_ranks))  # each table once
     assert reports["1"] == reports["2"]
+
+
+def test_the_result_pipe_holds_a_whole_digest(monkeypatch) -> None:
+    """A worker's send of a 1 MB digest is a copy, not a wait for the client's result thread (64 KB at a time)."""
+    import fcntl
+    from concurrent.futures import ProcessPoolExecutor
+
+    f_getpipe_sz = getattr(fcntl, "F_GETPIPE_SZ", 1032)
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork"))
+    try:
+        reader = pool._result_queue._reader
+        before = fcntl.fcntl(reader.fileno(), f_getpipe_sz)
+        rankwork._widen_result_pipe(pool)
+        assert before < rankwork.RESULT_PIPE_BYTES == fcntl.fcntl(reader.fileno(), f_getpipe_sz)
+    finally:
+        pool.shutdown()
+    rankwork._widen_result_pipe(types.SimpleNamespace())  # no such queue (another Python): left as it is
+
+    def refused(*_args):  # type: ignore[no-untyped-def]
+        raise PermissionError(1, "Operation not permitted")  # above /proc/sys/fs/pipe-max-size, unprivileged
+
+    monkeypatch.setattr(fcntl, "fcntl", refused)
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork"))
+    try:
+        rankwork._widen_result_pipe(pool)
+    finally:
+        pool.shutdown()
