@@ -72,8 +72,9 @@ class DiagnosticSink:
         self._items: list[Diagnostic] = []
         self._seen: set[tuple] = set()
 
-    def add(self, diagnostic: Diagnostic) -> Diagnostic:
-        ident = (
+    @staticmethod
+    def _ident(diagnostic: Diagnostic) -> tuple:
+        return (
             diagnostic.severity,
             diagnostic.code,
             diagnostic.path,
@@ -81,6 +82,9 @@ class DiagnosticSink:
             diagnostic.key,
             diagnostic.message,
         )
+
+    def add(self, diagnostic: Diagnostic) -> Diagnostic:
+        ident = self._ident(diagnostic)
         if ident not in self._seen:
             self._seen.add(ident)
             self._items.append(diagnostic)
@@ -147,6 +151,20 @@ class DiagnosticSink:
     def extend(self, diagnostics: Iterable[Diagnostic]) -> None:
         for d in diagnostics:
             self.add(d)
+
+    def mark(self) -> int:
+        """Where the next diagnostic goes: for :meth:`insert_at`, by something said later that belongs here."""
+        return len(self._items)
+
+    def insert_at(self, mark: int, diagnostics: Iterable[Diagnostic]) -> None:
+        """Put ``diagnostics`` (those not said yet) where :meth:`mark` was taken, before what came after it."""
+        fresh = []
+        for d in diagnostics:
+            ident = self._ident(d)
+            if ident not in self._seen:
+                self._seen.add(ident)
+                fresh.append(d)
+        self._items[mark:mark] = fresh
 
     def __iter__(self) -> Iterator[Diagnostic]:
         return iter(list(self._items))

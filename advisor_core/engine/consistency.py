@@ -41,6 +41,13 @@ class Mismatch:
                 "it is not combined with this run (no patch is computed from it)")
 
 
+def reads_kernels(run: Any, ir: Any) -> bool:
+    """Does :func:`check_inputs` read the kernels (the op views of the first and the last rank)? When there are
+    profiled ranks and no IR dumps to read the model's shape from (IR dumps that show none of it are known only
+    once read: then it may read the kernels too, though this says no)."""
+    return ir is None and run is not None and bool(run.ranks)
+
+
 def check_inputs(run: Any, ir: Any, cfg: Any) -> list[Mismatch]:
     """Every disagreement between the training config ``cfg`` and the run (profile ``run``, IR dumps ``ir``)."""
     if cfg is None:

@@ -42,6 +42,11 @@ class AnalysisInputs:
         # (rule code, rank id) → what the rule's rank_evidence returned for that rank
         self.rank_evidence: dict[tuple[str, int], Any] = {}
 
+    def _leave_config_out(self) -> None:
+        """Leave the config out (it disagrees with the run: see ``Session``); rules then see none."""
+        self.config_doc = None
+        self._config = None
+
     @property
     def config(self) -> TrainingConfig | None:
         if self._config is None and self.config_doc is not None:

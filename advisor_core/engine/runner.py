@@ -13,7 +13,7 @@ import re
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from pydantic import ValidationError
 
@@ -129,8 +129,13 @@ def run_rules(
     workers: int | None = 1,
     progress: Any = None,
     cluster: Any = None,
+    settle: Callable[[], None] | None = None,
 ) -> AnalysisResult:
     """Run the selected rules over ``inputs`` (see module docstring). Raises :class:`SelectionError`.
+
+    ``settle()``, when given, is called once the per-rank units are done, before any rule's check: what the
+    caller decides from their op views (``Session``: whether the config agrees with the run; it may leave the
+    config out of ``inputs``). The rules whose evidence is then missing are skipped.
 
     ``workers`` processes run the per-rank units (:mod:`advisor_core.engine.rankwork`;
     ``None``: every core when the run is large enough), or a Dask ``cluster``
@@ -167,6 +172,12 @@ def run_rules(
     available = {code: any(inputs.available(n) for n in rules[code].cls.requires.any_of) for code in instances}
     unit_seconds = _rank_units(inputs, host, rules, {c: i for c, i in instances.items() if available[c]}, opts,
                                workers, progress, errors, cluster)
+    if settle is not None:
+        settle()
+        before, available = available, {code: any(inputs.available(n) for n in rules[code].cls.requires.any_of)
+                                         for code in instances}
+        gone = {code for code in instances if before[code] and not available[code]}
+        errors = [e for e in errors if e.code not in gone]  # a unit of a rule that no longer runs
     for i, code in enumerate(codes):
         reg = rules[code]
         cls = reg.cls

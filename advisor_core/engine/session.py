@@ -85,7 +85,8 @@ class Session:
         self._ir: Any = None
         self._doc: Any = None
         self._inputs: AnalysisInputs | None = None
-        self.mismatches: list[Any] = []
+        self._mismatches: list[Any] = []
+        self._check_at: int | None = None  # where in the sink the config check's word goes, while it waits
         self._loaded = False
 
     # -- evidence ---------------------------------------------------------------------
@@ -108,22 +109,52 @@ class Session:
             given = self.options.config_document
             same = given is not None and Path(str(given.path)).resolve() == Path(self.config_path).resolve()
             self._doc = given if same else ConfigDocument.load(Path(self.config_path), self.sink)
-        self.mismatches: list[Any] = []
+        self._mismatches = []
         if self._doc is not None and (self._run is not None or self._ir is not None):
-            from advisor_core.config.training import TrainingConfig
-            from advisor_core.engine.consistency import check_inputs
+            from advisor_core.engine.consistency import reads_kernels
 
-            self.mismatches = check_inputs(self._run, self._ir, TrainingConfig(self._doc.data, str(self._doc.path)))
-            if self.mismatches and self.options.baseline:
-                for m in self.mismatches:
-                    self.sink.warning("baseline-disagrees", f"{m.message(str(self.config_path))}; the baseline is "
-                                      "left out and only the checks of the config alone run", self.config_path)
-                self._run, self._ir = None, None  # evidence of another shape says nothing about this config
-                self.mismatches = []
-            for m in self.mismatches:
-                self.sink.error("inputs-disagree", m.message(str(self.config_path)), self.config_path)
-            if self.mismatches:
-                self._doc = None  # a config from another run: nothing is computed from it
+            if reads_kernels(self._run, self._ir) and not self.options.baseline:
+                # The check would build the op views of two ranks here, one after the other, before the per-rank
+                # units that build every rank's (in worker processes, or on a cluster): it waits for those
+                # (_settle_config, called by run_rules between the units and the checks, or by whoever asks
+                # first), and what it says goes where it would have been said now.
+                self._check_at = self.sink.mark()
+            else:
+                self._check_config()
+
+    def _check_config(self) -> None:
+        """Hold the config against the run; a config that disagrees is said and left out."""
+        from advisor_core.config.training import TrainingConfig
+        from advisor_core.engine.consistency import check_inputs
+
+        at, self._check_at = self._check_at, None
+        said = DiagnosticSink()
+        self._mismatches = check_inputs(self._run, self._ir, TrainingConfig(self._doc.data, str(self._doc.path)))
+        if self._mismatches and self.options.baseline:
+            for m in self._mismatches:
+                said.warning("baseline-disagrees", f"{m.message(str(self.config_path))}; the baseline is "
+                             "left out and only the checks of the config alone run", self.config_path)
+            self._run, self._ir = None, None  # evidence of another shape says nothing about this config
+            self._mismatches = []
+        for m in self._mismatches:
+            said.error("inputs-disagree", m.message(str(self.config_path)), self.config_path)
+        self.sink.insert_at(at if at is not None else self.sink.mark(), said)
+        if self._mismatches:
+            self._doc = None  # a config from another run: nothing is computed from it
+            if self._inputs is not None:
+                self._inputs._leave_config_out()
+
+    def _settle_config(self) -> None:
+        """The config check that waited for the op views (see :meth:`_load`), if it still waits."""
+        if self._check_at is not None:
+            self._check_config()
+
+    @property
+    def mismatches(self) -> list[Any]:
+        """How the config disagrees with the run (then it is left out of the analysis)."""
+        self._load()
+        self._settle_config()
+        return self._mismatches
 
     @property
     def run(self) -> Any:
@@ -138,10 +169,17 @@ class Session:
     @property
     def config_doc(self) -> Any:
         self._load()
+        self._settle_config()
         return self._doc
 
     def inputs(self) -> AnalysisInputs:
         """The evidence of this session (one object: rank evidence computed by an analysis stays on it)."""
+        self._load()
+        self._settle_config()
+        return self._unsettled_inputs()
+
+    def _unsettled_inputs(self) -> AnalysisInputs:
+        """:meth:`inputs`, perhaps with the config not yet held against the run (see :meth:`_load`)."""
         self._load()
         if self._inputs is None:
             self._inputs = AnalysisInputs(run=self._run, ir=self._ir, config_doc=self._doc, sink=self.sink,
@@ -186,8 +224,9 @@ class Session:
             cluster = DaskUnits(self.options.scheduler, self.options.scheduler_timeout,  # fails before any work
                                 self.options.task_timeout)
         try:
-            result = run_rules(self.inputs(), self.host, select=sel, ignore=ign, options=opts,
-                               workers=self.options.jobs, progress=progress, cluster=cluster)
+            result = run_rules(self._unsettled_inputs(), self.host, select=sel, ignore=ign, options=opts,
+                               workers=self.options.jobs, progress=progress, cluster=cluster,
+                               settle=self._settle_config)
             if summaries:  # while the op views are still within reach (a Dask cluster holds them)
                 from advisor_core.analyses.cluster import report_summaries
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -249,3 +250,88 @@ def test_lint_reads_the_baseline_once_for_every_config(run: Path, tmp_path: Path
     # the same config against the same baseline; the grown one on its own (no profile evidence: no MD001)
     assert per_config["a.yaml"] == per_config["b.yaml"] == {"AL001", "CM001", "CT001", "MD001", "RC001"}
     assert "MD001" not in per_config["grown.yaml"]
+
+
+def test_a_check_of_the_kernels_waits_for_the_units_and_says_the_same(run: Path, tmp_path: Path, monkeypatch) -> None:
+    """With a profile and no IR dumps the config is held against the op views of the first and the last rank. They
+    are built by the per-rank units (worker processes, a cluster) and the check runs after them, rather than two
+    op views being built here one after the other before the units begin. The report is the same as when the check
+    runs first: the same findings, and what the check says in the same place among the diagnostics (before a
+    rank's own)."""
+    from advisor_core.cli import main
+    from advisor_core.engine import consistency, rankwork
+    from advisor_core.opview import build as opview_build
+
+    profile = tmp_path / "profile"
+    shutil.copytree(run / "profile", profile)
+    kernels = sorted(profile.rglob("kernel_details.csv"))[1]
+    with kernels.open("a", encoding="utf-8") as f:
+        f.write("a truncated row,\n")  # a diagnostic of rank 1's unit
+    cfg = _edited(run, tmp_path, "other.yaml", intermediate_size__11000="intermediate_size: 13000")
+    events: list[str] = []
+    real_check, real_units, real_build = consistency.check_inputs, rankwork.run_rank_units, opview_build.build_op_view
+    monkeypatch.setattr(consistency, "check_inputs", lambda *a: events.append("check") or real_check(*a))
+    monkeypatch.setattr(rankwork, "run_rank_units", lambda *a, **k: (real_units(*a, **k), events.append("units"))[0])
+    monkeypatch.setattr(opview_build, "build_op_view",
+                        lambda rank: events.append(f"op view {rank.rank_id}") or real_build(rank))
+    reports = {}
+    for how in ("after the units", "first"):
+        if how == "first":
+            monkeypatch.setattr(consistency, "reads_kernels", lambda run, ir: False)
+        out = tmp_path / f"{how}.json"
+        events.clear()
+        assert main(["analyze", "--profile", str(profile), "--config", str(cfg), "--no-plugins", "--jobs", "2",
+                     "--format", "json", "-o", str(out), "--quiet"]) == 2
+        reports[how] = out.read_bytes()
+        if how == "first":
+            assert events[:3] == ["check", "op view 0", "op view 7"]  # built here, before the units
+        else:
+            # every op view built by the units (in this lane or a worker's), none by the check
+            assert events[events.index("units"):] == ["units", "check"]
+    assert reports["after the units"] == reports["first"]
+    said = [d["code"] for d in json.loads(reports["first"])["diagnostics"]]
+    assert said == ["inputs-disagree", "malformed-rows"]  # the check's word, then rank 1's from its unit
+
+
+def test_a_rule_left_without_evidence_by_the_late_check_is_skipped(run: Path, tmp_path: Path) -> None:
+    """The units run before the config is held against the run: a rule that had only the config to go on, and so
+    ran its per-rank units, is skipped once the config is left out, and what its units said is not reported."""
+    from advisor_core.engine import Need, Requirements, Rule
+    from advisor_core.engine.plugins import RegisteredRule
+
+    class ConfigOnly(Rule):
+        """x
+
+        What
+            x
+        Why
+            x
+        Example
+            x
+        Fix
+            x
+        """
+
+        code = "RX009"
+        name = "config-only"
+        summary = "config only"
+        requires = Requirements(any_of=(Need.config("model.hidden_size"),))
+
+        def rank_evidence(self, rank):  # type: ignore[no-untyped-def]
+            raise ValueError("boom")
+
+        def check(self, ctx):  # type: ignore[no-untyped-def]
+            return []
+
+    def analysed(cfg: Path):  # type: ignore[no-untyped-def]
+        host = load_plugins(autoload=False)
+        host.rules()["RX009"] = RegisteredRule(ConfigOnly, host.record_of("test"))
+        session = Session([run / "profile"], SessionOptions(config=cfg, jobs=1), host=host)
+        return session.analyze(select=["RX009"])
+
+    agrees = analysed(run / "config" / "kitchen-sink.yaml")
+    assert [e.message for e in agrees.errors] == [f"rule RX009 raised ValueError on rank {r}: boom" for r in range(8)]
+    assert [r.status for r in agrees.runs] == ["ran"]
+    other = analysed(_edited(run, tmp_path, "other.yaml", intermediate_size__11000="intermediate_size: 13000"))
+    assert other.errors == []
+    assert [(s.code, s.reason) for s in other.skipped] == [("RX009", "needs config key model.hidden_size; none was found")]

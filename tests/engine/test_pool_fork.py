@@ -263,24 +263,25 @@ def test_a_worker_lets_go_of_the_reads_it_inherited_once_its_rank_is_done(three_
 
 
 def test_a_rank_whose_op_view_is_built_here_stays_in_this_lane(tmp_path: Path, monkeypatch) -> None:
-    """A config without IR dumps is checked against the kernels of the first and the last rank, whose op views the
-    client builds before the units: a worker would read those kernel tables again."""
-    from advisor_core.cli import main
+    """A session asked whether its config agrees with a run without IR dumps (``session.mismatches``) before it
+    analyses builds the op views of the first and the last rank here, to read the model's shape from: a worker
+    given one of those ranks would read its kernel table again. (``analyze`` alone checks after the units.)"""
+    from advisor_core.engine.session import Session, SessionOptions
 
     log = _log_kernel_reads(tmp_path / "reads.log", monkeypatch)
     # four ranks: the worker is given two as it is forked, rank 0 among them unless this lane keeps it
     four_ranks = kitchen_sink_profile(tmp_path / "four", ranks=4, steps=1)
     config = four_ranks.parent / "config" / "kitchen-sink.yaml"
     reports = {}
-    for jobs in ("2", "1"):
-        out = tmp_path / f"j{jobs}.json"
-        assert main(["analyze", str(four_ranks), str(config), "--no-plugins", "--jobs", jobs, "--format", "json",
-                     "-o", str(out), "--quiet"]) == 1
-        reports[jobs] = out.read_bytes()
+    for jobs in (2, 1):
+        session = Session([four_ranks, config], SessionOptions(autoload_plugins=False, jobs=jobs))
+        assert session.mismatches == []
+        assert [r.rank_id for r in session.run if r.holds_op_view_timeline()] == [0, 3]
+        reports[jobs] = [f.model_dump(mode="json") for f in session.analyze().findings]
         reads = [line.split(" ", 2)[2] for line in log.read_text().splitlines()]
         log.unlink()
         assert sorted(reads) == sorted(str(p.resolve()) for p in _kernel_csvs(four_ranks))  # each table once
-    assert reports["1"] == reports["2"]
+    assert reports[1] == reports[2]
 
 
 def test_the_result_pipe_holds_a_whole_digest(monkeypatch) -> None:
