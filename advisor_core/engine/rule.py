@@ -154,7 +154,9 @@ class Rule:
         (``rank.op_view().timeline``) at hand — the only place kernel order is available.
         Return something small and picklable (no kernel rows); ``check`` reads it with
         ``ctx.rank_evidence(rank)``. Use only the rank and ``self.options`` here: the IR
-        and the config are the client's. The default does nothing.
+        and the config are the client's. What it returns is kept on the run for these options:
+        a later analysis of the same run with the same rules and options (``lint``'s configs
+        against one baseline, a session analysed again) reuses it. The default does nothing.
         """
         return None
 

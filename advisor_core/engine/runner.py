@@ -264,27 +264,66 @@ def _rank_units(inputs: AnalysisInputs, host: PluginHost, registered: Mapping[st
     run = inputs.run
     if run is None or not run.ranks or not any(_needs_units(r) for r in instances.values()):
         return {}
-    units = [(code, inst, raw_options.get(code) or {}) for code, inst in instances.items()]
-    digests = run_rank_units(list(run), units, workers=workers, plugins=host.spec,
-                             progress=(lambda done, total: progress("ranks", done, total)) if progress else None,
-                             cluster=cluster)
-    adopt_digests(run.ranks, digests, inputs.sink)
+    # What the units give depends only on the ranks and the rules' options (Rule.rank_evidence's contract), not
+    # on the config or the IR: a run analysed again with the same rules (lint's configs against one baseline, a
+    # session's second analyze) takes it from the run. Not from a Dask cluster: its op views left with it.
+    key = None if cluster is not None else _units_key(instances)
+    done = run.units_done.get(key) if key is not None else None
+    if done is None:
+        units = [(code, inst, raw_options.get(code) or {}) for code, inst in instances.items()]
+        digests = run_rank_units(list(run), units, workers=workers, plugins=host.spec,
+                                 progress=(lambda n, total: progress("ranks", n, total)) if progress else None,
+                                 cluster=cluster)
+        adopt_digests(run.ranks, digests, inputs.sink)
+        done = _units_done(digests, instances, registered)
+        if key is not None:
+            run.units_done[key] = done
+    else:
+        inputs.sink.extend(done.diagnostics)  # said again in this analysis, as its units would have
+        done = UnitsDone(done.evidence, done.errors, done.diagnostics, {})  # nothing was computed this time
+    inputs.rank_evidence.update(done.evidence)
+    errors.extend(done.errors)
+    return dict(done.seconds)
+
+
+@dataclass(frozen=True)
+class UnitsDone:
+    """What the per-rank units of a set of rules gave, as the run keeps it: each rule's evidence per rank (``None``
+    where it raised), the errors and diagnostics to report, and the seconds spent (per rule, ``load``, ``derive``)."""
+
+    evidence: dict[tuple[str, int], Any]
+    errors: list[EngineError]
+    diagnostics: list[Any]
+    seconds: dict[str, float]
+
+
+def _units_key(instances: Mapping[str, Rule]) -> tuple[tuple[str, str, str], ...]:
+    """The rules and their options, as what the units computed for them is found again."""
+    return tuple(sorted((code, f"{type(r).__module__}.{type(r).__qualname__}", r.options.model_dump_json())
+                        for code, r in instances.items()))
+
+
+def _units_done(digests: Iterable[Any], instances: Mapping[str, Rule],
+                registered: Mapping[str, RegisteredRule]) -> UnitsDone:
+    evidence: dict[tuple[str, int], Any] = {}
+    errors: list[EngineError] = []
     seconds: dict[str, float] = {}
-    for d in digests:
+    ordered = sorted(digests, key=lambda d: d.rank_id)
+    for d in ordered:
         for code in instances:
             if code in d.evidence:
-                inputs.rank_evidence[(code, d.rank_id)] = d.evidence[code]
+                evidence[(code, d.rank_id)] = d.evidence[code]
         for f in d.failures:
             if not f.code:  # the core's part of the unit (op view, step breakdown)
                 errors.append(EngineError("core", f.message, traceback=f.traceback))
                 continue
-            inputs.rank_evidence[(f.code, d.rank_id)] = None
+            evidence[(f.code, d.rank_id)] = None
             reg = registered[f.code]
             errors.append(EngineError("rule", f.message, plugin=reg.plugin.name, version=reg.plugin.version,
                                       code=f.code, traceback=f.traceback))
-        for key, sec in d.seconds.items():
-            seconds[key] = seconds.get(key, 0.0) + sec
-    return seconds
+        for name, sec in d.seconds.items():
+            seconds[name] = seconds.get(name, 0.0) + sec
+    return UnitsDone(evidence, errors, [diag for d in ordered for diag in d.diagnostics], seconds)
 
 
 def _with_diffs(finding: Finding, inputs: AnalysisInputs) -> Finding:

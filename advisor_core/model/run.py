@@ -387,6 +387,8 @@ class Run:
             for src in profiles.ranks
         }
         self._cluster_cache: dict[str, object] = {}
+        # what the per-rank units gave, by the rules and options they ran with (advisor_core.engine.runner)
+        self.units_done: dict[Any, Any] = {}
 
     def rank(self, rank_id: int) -> Rank:
         return self.ranks[rank_id]

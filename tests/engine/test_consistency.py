@@ -210,7 +210,7 @@ def test_lint_reads_the_baseline_once_for_every_config(run: Path, tmp_path: Path
     damaged.write_bytes(b"\xff\xfe not a table\n")
     (kernels,) = rank0.rglob("kernel_details.csv")
     with open(kernels, "a") as fh:
-        fh.write("1,2,3\n")  # read again by each config's per-rank work, in a worker or here
+        fh.write("1,2,3\n")  # said by the per-rank work, in a worker or here: once for every config
     loads = {"ir": 0, "run": 0}
     real_dumps, real_run = ir_dumps.find_ir_dumps, model_run.load_run
 
@@ -222,8 +222,11 @@ def test_lint_reads_the_baseline_once_for_every_config(run: Path, tmp_path: Path
         loads["run"] += 1
         return real_run(*a, **kw)
 
+    units = []
+    real_units = rankwork.run_rank_units
     monkeypatch.setattr(ir_dumps, "find_ir_dumps", counted_dumps)
     monkeypatch.setattr(model_run, "load_run", counted_run)
+    monkeypatch.setattr(rankwork, "run_rank_units", lambda *a, **k: units.append(1) or real_units(*a, **k))
     # as for a baseline of real size: each config's per-rank work goes to worker processes, which read the ranks
     monkeypatch.setattr(rankwork, "AUTO_PARALLEL_MIN_BYTES", 1)
     out = tmp_path / "lint.json"
@@ -231,6 +234,7 @@ def test_lint_reads_the_baseline_once_for_every_config(run: Path, tmp_path: Path
                  "--fail-on", "never", "--format", "json", "-o", str(out)])
     assert code == 2  # the baseline's unreadable table is an input error, as for analyze
     assert loads == {"ir": 1, "run": 1}
+    assert len(units) == 1  # a.yaml's; b.yaml's analysis found them on the run (grown.yaml's left the baseline out)
     err = capsys.readouterr().err
     assert err.count("step_trace_time.csv lacks required column(s) 'Computing', 'Free'") == 1, err  # said once
     assert err.count("kernel_details.csv: 1 row(s) with the wrong number of fields were skipped") == 1, err

@@ -37,13 +37,83 @@ def test_worker_processes_give_the_same_report(cluster_run: Path, tmp_path: Path
 
 
 
-def test_a_second_analysis_of_the_same_session_gives_the_same_report(cluster_run: Path) -> None:
-    """The op view is kept without its kernel timeline after the first run; rules needing kernel order still get it."""
+def test_a_second_analysis_of_the_same_session_gives_the_same_report(cluster_run: Path, monkeypatch) -> None:
+    """The op view is kept without its kernel timeline after the first run; rules needing kernel order still get
+    what they computed from it, which the run keeps: the per-rank units are not run again."""
+    from advisor_core.engine import rankwork
     from advisor_core.engine.session import Session, SessionOptions
+
+    calls = []
+    real = rankwork.run_rank_units
+    monkeypatch.setattr(rankwork, "run_rank_units", lambda *a, **k: calls.append(1) or real(*a, **k))
     session = Session([cluster_run], SessionOptions(jobs=1, autoload_plugins=False))
     first, second = ([f.model_dump(mode="json") for f in session.analyze().findings] for _ in range(2))
     assert any(f["title"].startswith("gradient AllReduce exposed") for f in first)
     assert first == second
+    assert len(calls) == 1
+
+
+def test_the_units_of_a_run_are_computed_once_per_rules_and_options(cluster_run: Path, monkeypatch) -> None:
+    """What the units gave is the run's, by the rules and their options: a second analysis with the same ones
+    reports the same errors and diagnostics without running them; other options run them again."""
+    from pydantic import Field
+
+    from advisor_core.engine import Finding, Need, Requirements, Rule, RuleOptions, rankwork
+    from advisor_core.engine.plugins import RegisteredRule, load_plugins
+    from advisor_core.engine.session import Session, SessionOptions, SharedEvidence
+
+    class Counted(Rule):
+        """x
+
+        What
+            x
+        Why
+            x
+        Example
+            x
+        Fix
+            x
+        """
+
+        code = "RX010"
+        name = "counted"
+        summary = "counted"
+        requires = Requirements(any_of=(Need.table("kernels", ("name",)),))
+
+        class Options(RuleOptions):
+            factor: int = Field(1, ge=1, description="x")
+
+        def rank_evidence(self, rank):  # type: ignore[no-untyped-def]
+            if rank.rank_id == 1:
+                raise ValueError("boom")
+            return len(rank.op_view().ops) * self.options.factor
+
+        def check(self, ctx):  # type: ignore[no-untyped-def]
+            yield Finding(code="RX010", rule="counted", message="-", severity="low",
+                          title=str([ctx.rank_evidence(r) for r in ctx.run]))
+
+    calls = []
+    real = rankwork.run_rank_units
+    monkeypatch.setattr(rankwork, "run_rank_units", lambda *a, **k: calls.append(1) or real(*a, **k))
+    host = load_plugins(autoload=False)
+    host.rules()["RX010"] = RegisteredRule(Counted, host.record_of("test"))
+    profile = cluster_run / "profile"
+    kernels = sorted(profile.rglob("kernel_details.csv"))[2]
+    shared = SharedEvidence([profile], [], host)  # as lint's configs share one baseline, each its own session
+    with kernels.open("a", encoding="utf-8") as f:
+        f.write("1,2\n")  # rank 2's unit says so
+    try:
+        results = [Session([profile], SessionOptions(jobs=1, evidence=shared), host=host).analyze(
+            select=["RX010"], options=opts) for opts in (None, None, {"RX010": {"factor": 2}})]
+    finally:
+        kernels.write_text(kernels.read_text(encoding="utf-8").removesuffix("1,2\n"), encoding="utf-8")
+    assert len(calls) == 2  # the first and the third
+    titles = [r.findings[0].title for r in results]
+    assert titles[0] == titles[1] != titles[2]
+    assert titles[0].startswith("[") and ", None, " in titles[0]
+    for r in results:
+        assert [e.message for e in r.errors] == ["rule RX010 raised ValueError on rank 1: boom"]
+        assert [d.code for d in r.diagnostics].count("malformed-rows") == 1
 
 
 PLUGIN = '''
