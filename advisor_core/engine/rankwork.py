@@ -505,7 +505,6 @@ class _PoolFeeder(threading.Thread):
 
 
 RESULT_PIPE_BYTES = 1 << 20
-_F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ (Linux), named in the fcntl module from Python 3.10
 
 
 def _widen_result_pipe(pool: ProcessPoolExecutor) -> None:
@@ -519,8 +518,9 @@ def _widen_result_pipe(pool: ProcessPoolExecutor) -> None:
     try:
         import fcntl
 
+        set_size = fcntl.F_SETPIPE_SZ  # Linux only
         reader = pool._result_queue._reader  # type: ignore[attr-defined]
-        fcntl.fcntl(reader.fileno(), getattr(fcntl, "F_SETPIPE_SZ", _F_SETPIPE_SZ), RESULT_PIPE_BYTES)
+        fcntl.fcntl(reader.fileno(), set_size, RESULT_PIPE_BYTES)
     except (ImportError, AttributeError, OSError, ValueError):
         pass
 

@@ -156,7 +156,8 @@ class Rule:
         ``ctx.rank_evidence(rank)``. Use only the rank and ``self.options`` here: the IR
         and the config are the client's. What it returns is kept on the run for these options:
         a later analysis of the same run with the same rules and options (``lint``'s configs
-        against one baseline, a session analysed again) reuses it. The default does nothing.
+        against one baseline, a session analysed again) reuses it, so ``check`` must treat it
+        as read-only. The default does nothing.
         """
         return None
 

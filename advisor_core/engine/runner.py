@@ -262,22 +262,24 @@ def _rank_units(inputs: AnalysisInputs, host: PluginHost, registered: Mapping[st
     from advisor_core.engine.rankwork import adopt_digests, run_rank_units
 
     run = inputs.run
-    if run is None or not run.ranks or not any(_needs_units(r) for r in instances.values()):
+    needing = {code: inst for code, inst in instances.items() if _needs_units(inst)}
+    if run is None or not run.ranks or not needing:
         return {}
     # What the units give depends only on the ranks and the rules' options (Rule.rank_evidence's contract), not
     # on the config or the IR: a run analysed again with the same rules (lint's configs against one baseline, a
-    # session's second analyze) takes it from the run. Not from a Dask cluster: its op views left with it.
-    key = None if cluster is not None else _units_key(instances)
+    # session's second analyze) takes it from the run, which keeps the last (each holds every rank's evidence).
+    # Not from a Dask cluster: its op views left with it.
+    key = None if cluster is not None else _units_key(needing)
     done = run.units_done.get(key) if key is not None else None
     if done is None:
-        units = [(code, inst, raw_options.get(code) or {}) for code, inst in instances.items()]
+        units = [(code, inst, raw_options.get(code) or {}) for code, inst in needing.items()]
         digests = run_rank_units(list(run), units, workers=workers, plugins=host.spec,
                                  progress=(lambda n, total: progress("ranks", n, total)) if progress else None,
                                  cluster=cluster)
         adopt_digests(run.ranks, digests, inputs.sink)
-        done = _units_done(digests, instances, registered)
+        done = _units_done(digests, needing, registered)
         if key is not None:
-            run.units_done[key] = done
+            run.units_done = {key: done}
     else:
         inputs.sink.extend(done.diagnostics)  # said again in this analysis, as its units would have
         done = UnitsDone(done.evidence, done.errors, done.diagnostics, {})  # nothing was computed this time
@@ -297,10 +299,16 @@ class UnitsDone:
     seconds: dict[str, float]
 
 
-def _units_key(instances: Mapping[str, Rule]) -> tuple[tuple[str, str, str], ...]:
-    """The rules and their options, as what the units computed for them is found again."""
-    return tuple(sorted((code, f"{type(r).__module__}.{type(r).__qualname__}", r.options.model_dump_json())
-                        for code, r in instances.items()))
+def _units_key(instances: Mapping[str, Rule]) -> tuple[tuple[str, str, str], ...] | None:
+    """The rules and their options, as what the units computed for them is found again; ``None`` (not kept)
+    when a rule's options are not plain values (numbers, strings, lists, mappings), which alone tell them apart."""
+    import json
+
+    try:
+        return tuple(sorted((code, f"{type(r).__module__}.{type(r).__qualname__}",
+                             json.dumps(r.options.model_dump(), sort_keys=True)) for code, r in instances.items()))
+    except (TypeError, ValueError):  # a plugin's options holding objects: then its units run every time, as before
+        return None
 
 
 def _units_done(digests: Iterable[Any], instances: Mapping[str, Rule],

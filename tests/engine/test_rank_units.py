@@ -7,13 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from engine_support import make_dist, run_cli, write_profile
 from rich.console import Console
 
 from advisor_core.cli import progress as progress_mod
 from advisor_core.cli.progress import RunProgress
 from advisor_core.simulate import simulate_scenario
-
-from engine_support import make_dist, run_cli, write_profile
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +57,14 @@ def test_the_units_of_a_run_are_computed_once_per_rules_and_options(cluster_run:
     reports the same errors and diagnostics without running them; other options run them again."""
     from pydantic import Field
 
-    from advisor_core.engine import Finding, Need, Requirements, Rule, RuleOptions, rankwork
+    from advisor_core.engine import (
+        Finding,
+        Need,
+        Requirements,
+        Rule,
+        RuleOptions,
+        rankwork,
+    )
     from advisor_core.engine.plugins import RegisteredRule, load_plugins
     from advisor_core.engine.session import Session, SessionOptions, SharedEvidence
 
@@ -108,6 +114,7 @@ def test_the_units_of_a_run_are_computed_once_per_rules_and_options(cluster_run:
     finally:
         kernels.write_text(kernels.read_text(encoding="utf-8").removesuffix("1,2\n"), encoding="utf-8")
     assert len(calls) == 2  # the first and the third
+    assert len(shared.load()[0].units_done) == 1  # the run keeps the last only: each holds every rank's evidence
     titles = [r.findings[0].title for r in results]
     assert titles[0] == titles[1] != titles[2]
     assert titles[0].startswith("[") and ", None, " in titles[0]
@@ -343,3 +350,80 @@ def test_ranks_of_a_dead_worker_are_analysed_here(tmp_path: Path, fake_site: Pat
     assert [f["title"] for f in data["findings"]] == ["seen [0, 1, 2, 3]"]  # every rank, whoever ran it
     assert "worker processes stopped (BrokenProcessPool" in proc.stderr
     assert "rank(s) analysed in this process instead" in proc.stderr
+
+
+def test_configs_that_differ_in_what_the_units_do_not_read_share_them(cluster_run: Path, tmp_path: Path,
+                                                                       monkeypatch) -> None:
+    """Two configs against one baseline, one without the key a config-only rule reads (RC001 and LC001 are then
+    not run): the rules that do per-rank work are the same, so that work is done once."""
+    from advisor_core.engine import rankwork
+    from advisor_core.engine.plugins import load_plugins
+    from advisor_core.engine.session import Session, SessionOptions, SharedEvidence
+
+    calls = []
+    real = rankwork.run_rank_units
+    monkeypatch.setattr(rankwork, "run_rank_units", lambda *a, **k: calls.append(1) or real(*a, **k))
+    own = (cluster_run / "config" / "kitchen-sink.yaml").read_text(encoding="utf-8")
+    line = next(x for x in own.splitlines(keepends=True) if x.strip().startswith("select_recompute:"))
+    without = tmp_path / "without.yaml"
+    without.write_text(own.replace(line, ""), encoding="utf-8")
+    host = load_plugins(autoload=False)
+    shared = SharedEvidence([cluster_run / "profile"], [], host)
+    ran = []
+    for cfg in (cluster_run / "config" / "kitchen-sink.yaml", without):
+        result = Session([], SessionOptions(config=cfg, jobs=1, evidence=shared), host=host).analyze()
+        ran.append({r.code for r in result.runs if r.status == "ran"})
+    assert {"RC001", "LC001"} <= ran[0] and not {"RC001", "LC001"} & ran[1]
+    assert len(calls) == 1
+
+
+class _Thing:
+    """An object a plugin's options may hold (pydantic's ``arbitrary_types_allowed``)."""
+
+
+def test_options_that_are_not_plain_values_are_not_kept(cluster_run: Path, monkeypatch) -> None:
+    """A plugin's options holding an object cannot be told apart by value: its units run every time, and nothing
+    fails for it."""
+    from pydantic import ConfigDict
+
+    from advisor_core.engine import Need, Requirements, Rule, RuleOptions, rankwork
+    from advisor_core.engine.plugins import RegisteredRule, load_plugins
+    from advisor_core.engine.session import Session, SessionOptions
+
+    class Holding(Rule):
+        """x
+
+        What
+            x
+        Why
+            x
+        Example
+            x
+        Fix
+            x
+        """
+
+        code = "RX011"
+        name = "holding"
+        summary = "holding"
+        requires = Requirements(any_of=(Need.table("kernels", ("name",)),))
+
+        class Options(RuleOptions):
+            model_config = ConfigDict(arbitrary_types_allowed=True)
+            thing: _Thing = _Thing()
+
+        def rank_evidence(self, rank):  # type: ignore[no-untyped-def]
+            return 1
+
+        def check(self, ctx):  # type: ignore[no-untyped-def]
+            return []
+
+    calls = []
+    real = rankwork.run_rank_units
+    monkeypatch.setattr(rankwork, "run_rank_units", lambda *a, **k: calls.append(1) or real(*a, **k))
+    host = load_plugins(autoload=False)
+    host.rules()["RX011"] = RegisteredRule(Holding, host.record_of("test"))
+    session = Session([cluster_run / "profile"], SessionOptions(jobs=1), host=host)
+    results = [session.analyze(select=["RX011"]) for _ in range(2)]
+    assert [r.errors for r in results] == [[], []]
+    assert len(calls) == 2
