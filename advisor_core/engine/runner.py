@@ -169,13 +169,15 @@ def run_rules(
             errors.append(EngineError("rule", f"rule {code} ({reg.cls.name}) raised {type(exc).__name__}: {exc}",
                                       plugin=reg.plugin.name, version=reg.plugin.version, code=code,
                                       traceback=traceback.format_exc()))
-    available = {code: any(inputs.available(n) for n in rules[code].cls.requires.any_of) for code in instances}
+    def availability() -> dict[str, bool]:
+        return {code: any(inputs.available(n) for n in rules[code].cls.requires.any_of) for code in instances}
+
+    available = availability()
     unit_seconds = _rank_units(inputs, host, rules, {c: i for c, i in instances.items() if available[c]}, opts,
                                workers, progress, errors, cluster)
     if settle is not None:
         settle()
-        before, available = available, {code: any(inputs.available(n) for n in rules[code].cls.requires.any_of)
-                                         for code in instances}
+        before, available = available, availability()
         gone = {code for code in instances if before[code] and not available[code]}
         errors = [e for e in errors if e.code not in gone]  # a unit of a rule that no longer runs
     for i, code in enumerate(codes):
