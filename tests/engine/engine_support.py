@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 from textwrap import dedent
+from typing import Any
 
 
 KD_HEADER = "Step ID,Name,Type,Accelerator Core,Start Time(us),Duration(us),Wait Time(us),Input Data Types\n"
@@ -73,3 +74,37 @@ def kitchen_sink_profile(out: Path, *, ranks: int, steps: int, export: str | Non
     simulate_scenario("kitchen-sink", out, ranks=ranks, layers=1, steps=steps, sets=SINGLE_DEVICE_SETS,
                       ground_truth=False, **extra)
     return out / "profile"
+
+
+# The help page a rule made in a test carries (``Rule.validate_class`` asks for these sections).
+TEST_RULE_HELP = """A rule made in a test.
+
+What
+    x
+Why
+    x
+Example
+    x
+Fix
+    x
+"""
+
+
+def count_unit_runs(monkeypatch) -> list[int]:  # type: ignore[no-untyped-def]
+    """A list that grows by one each time the per-rank units run (``rankwork.run_rank_units`` is called)."""
+    from advisor_core.engine import rankwork
+
+    calls: list[int] = []
+    real = rankwork.run_rank_units
+    monkeypatch.setattr(rankwork, "run_rank_units", lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
+def host_with(*rules: type) -> Any:
+    """The built-in rules' plugin host (no autoload) with ``rules`` registered beside them, as from a test plugin."""
+    from advisor_core.engine.plugins import RegisteredRule, load_plugins
+
+    host = load_plugins(autoload=False)
+    for cls in rules:
+        host.rules()[cls.code] = RegisteredRule(cls, host.record_of("test"))
+    return host

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from engine_support import TEST_RULE_HELP, count_unit_runs, host_with
 
 from advisor_core.engine.plugins import load_plugins
 from advisor_core.engine.session import Session, SessionOptions
@@ -222,11 +223,9 @@ def test_lint_reads_the_baseline_once_for_every_config(run: Path, tmp_path: Path
         loads["run"] += 1
         return real_run(*a, **kw)
 
-    units = []
-    real_units = rankwork.run_rank_units
     monkeypatch.setattr(ir_dumps, "find_ir_dumps", counted_dumps)
     monkeypatch.setattr(model_run, "load_run", counted_run)
-    monkeypatch.setattr(rankwork, "run_rank_units", lambda *a, **k: units.append(1) or real_units(*a, **k))
+    units = count_unit_runs(monkeypatch)
     # as for a baseline of real size: each config's per-rank work goes to worker processes, which read the ranks
     monkeypatch.setattr(rankwork, "AUTO_PARALLEL_MIN_BYTES", 1)
     out = tmp_path / "lint.json"
@@ -301,20 +300,9 @@ def test_a_rule_left_without_evidence_by_the_late_check_is_skipped(run: Path, tm
     """The units run before the config is held against the run: a rule that had only the config to go on, and so
     ran its per-rank units, is skipped once the config is left out, and what its units said is not reported."""
     from advisor_core.engine import Need, Requirements, Rule
-    from advisor_core.engine.plugins import RegisteredRule
 
     class ConfigOnly(Rule):
-        """x
-
-        What
-            x
-        Why
-            x
-        Example
-            x
-        Fix
-            x
-        """
+        __doc__ = TEST_RULE_HELP
 
         code = "RX009"
         name = "config-only"
@@ -328,9 +316,7 @@ def test_a_rule_left_without_evidence_by_the_late_check_is_skipped(run: Path, tm
             return []
 
     def analysed(cfg: Path):  # type: ignore[no-untyped-def]
-        host = load_plugins(autoload=False)
-        host.rules()["RX009"] = RegisteredRule(ConfigOnly, host.record_of("test"))
-        session = Session([run / "profile"], SessionOptions(config=cfg, jobs=1), host=host)
+        session = Session([run / "profile"], SessionOptions(config=cfg, jobs=1), host=host_with(ConfigOnly))
         return session.analyze(select=["RX009"])
 
     agrees = analysed(run / "config" / "kitchen-sink.yaml")

@@ -7,7 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-from engine_support import make_dist, run_cli, write_profile
+from engine_support import (
+    TEST_RULE_HELP,
+    count_unit_runs,
+    host_with,
+    make_dist,
+    run_cli,
+    write_profile,
+)
 from rich.console import Console
 
 from advisor_core.cli import progress as progress_mod
@@ -39,12 +46,9 @@ def test_worker_processes_give_the_same_report(cluster_run: Path, tmp_path: Path
 def test_a_second_analysis_of_the_same_session_gives_the_same_report(cluster_run: Path, monkeypatch) -> None:
     """The op view is kept without its kernel timeline after the first run; rules needing kernel order still get
     what they computed from it, which the run keeps: the per-rank units are not run again."""
-    from advisor_core.engine import rankwork
     from advisor_core.engine.session import Session, SessionOptions
 
-    calls = []
-    real = rankwork.run_rank_units
-    monkeypatch.setattr(rankwork, "run_rank_units", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls = count_unit_runs(monkeypatch)
     session = Session([cluster_run], SessionOptions(jobs=1, autoload_plugins=False))
     first, second = ([f.model_dump(mode="json") for f in session.analyze().findings] for _ in range(2))
     assert any(f["title"].startswith("gradient AllReduce exposed") for f in first)
@@ -63,23 +67,11 @@ def test_the_units_of_a_run_are_computed_once_per_rules_and_options(cluster_run:
         Requirements,
         Rule,
         RuleOptions,
-        rankwork,
     )
-    from advisor_core.engine.plugins import RegisteredRule, load_plugins
     from advisor_core.engine.session import Session, SessionOptions, SharedEvidence
 
     class Counted(Rule):
-        """x
-
-        What
-            x
-        Why
-            x
-        Example
-            x
-        Fix
-            x
-        """
+        __doc__ = TEST_RULE_HELP
 
         code = "RX010"
         name = "counted"
@@ -98,11 +90,8 @@ def test_the_units_of_a_run_are_computed_once_per_rules_and_options(cluster_run:
             yield Finding(code="RX010", rule="counted", message="-", severity="low",
                           title=str([ctx.rank_evidence(r) for r in ctx.run]))
 
-    calls = []
-    real = rankwork.run_rank_units
-    monkeypatch.setattr(rankwork, "run_rank_units", lambda *a, **k: calls.append(1) or real(*a, **k))
-    host = load_plugins(autoload=False)
-    host.rules()["RX010"] = RegisteredRule(Counted, host.record_of("test"))
+    calls = count_unit_runs(monkeypatch)
+    host = host_with(Counted)
     profile = cluster_run / "profile"
     kernels = sorted(profile.rglob("kernel_details.csv"))[2]
     shared = SharedEvidence([profile], [], host)  # as lint's configs share one baseline, each its own session
@@ -356,13 +345,10 @@ def test_configs_that_differ_in_what_the_units_do_not_read_share_them(cluster_ru
                                                                        monkeypatch) -> None:
     """Two configs against one baseline, one without the key a config-only rule reads (RC001 and LC001 are then
     not run): the rules that do per-rank work are the same, so that work is done once."""
-    from advisor_core.engine import rankwork
     from advisor_core.engine.plugins import load_plugins
     from advisor_core.engine.session import Session, SessionOptions, SharedEvidence
 
-    calls = []
-    real = rankwork.run_rank_units
-    monkeypatch.setattr(rankwork, "run_rank_units", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls = count_unit_runs(monkeypatch)
     own = (cluster_run / "config" / "kitchen-sink.yaml").read_text(encoding="utf-8")
     line = next(x for x in own.splitlines(keepends=True) if x.strip().startswith("select_recompute:"))
     without = tmp_path / "without.yaml"
@@ -386,22 +372,11 @@ def test_options_that_are_not_plain_values_are_not_kept(cluster_run: Path, monke
     fails for it."""
     from pydantic import ConfigDict
 
-    from advisor_core.engine import Need, Requirements, Rule, RuleOptions, rankwork
-    from advisor_core.engine.plugins import RegisteredRule, load_plugins
+    from advisor_core.engine import Need, Requirements, Rule, RuleOptions
     from advisor_core.engine.session import Session, SessionOptions
 
     class Holding(Rule):
-        """x
-
-        What
-            x
-        Why
-            x
-        Example
-            x
-        Fix
-            x
-        """
+        __doc__ = TEST_RULE_HELP
 
         code = "RX011"
         name = "holding"
@@ -418,11 +393,8 @@ def test_options_that_are_not_plain_values_are_not_kept(cluster_run: Path, monke
         def check(self, ctx):  # type: ignore[no-untyped-def]
             return []
 
-    calls = []
-    real = rankwork.run_rank_units
-    monkeypatch.setattr(rankwork, "run_rank_units", lambda *a, **k: calls.append(1) or real(*a, **k))
-    host = load_plugins(autoload=False)
-    host.rules()["RX011"] = RegisteredRule(Holding, host.record_of("test"))
+    calls = count_unit_runs(monkeypatch)
+    host = host_with(Holding)
     session = Session([cluster_run / "profile"], SessionOptions(jobs=1), host=host)
     results = [session.analyze(select=["RX011"]) for _ in range(2)]
     assert [r.errors for r in results] == [[], []]
