@@ -138,7 +138,7 @@ def lint_command(configs: tuple[Path, ...], graphs: tuple[Path, ...], profiles: 
     # Each config's analysis of a baseline large enough for worker processes reads its ranks again, and says
     # again what is wrong with them: said once.
     said = DiagnosticSink()
-    said.extend(dict.fromkeys(d for s in sinks for d in s))
+    said.extend(d for s in sinks for d in s)  # the sink keeps each once
     print_diagnostics(said, verbose=verbose)
     _print_errors(merged)
     code = exit_code(merged, level)
