@@ -33,7 +33,7 @@ def rank_step_means(rank: Rank) -> dict[str, float] | None:
 
     Keys: ``steps`` and :data:`BREAKDOWN`; ``None`` without a step breakdown.
     """
-    return rank.cached("step_means", lambda: _step_means(rank))
+    return rank.cached("step_means", lambda: _step_means(rank), hand_over=True)
 
 
 def _step_means(rank: Rank) -> dict[str, float] | None:

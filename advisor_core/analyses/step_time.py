@@ -70,7 +70,7 @@ def step_windows(rank: Rank, kernels: pa.Table | None = None) -> pd.DataFrame | 
     when the caller has the kernel table at hand (the op view's build), else read. ``attrs["source"]``
     says which.
     """
-    return rank.cached("step_windows", lambda: _step_windows(rank, kernels))
+    return rank.cached("step_windows", lambda: _step_windows(rank, kernels), hand_over=True)
 
 
 def _step_windows(rank: Rank, kernels: pa.Table | None) -> pd.DataFrame | None:
@@ -188,7 +188,7 @@ def _first_task_starts(rank: Rank, starts: np.ndarray, ends: np.ndarray) -> list
 
 def step_breakdown(rank: Rank) -> pd.DataFrame | None:
     """Per-step breakdown (µs) or ``None`` when the profile has no step evidence at all (computed once per rank)."""
-    return rank.cached("step_breakdown", lambda: _step_breakdown(rank))
+    return rank.cached("step_breakdown", lambda: _step_breakdown(rank), hand_over=True)
 
 
 def _step_breakdown(rank: Rank) -> pd.DataFrame | None:

@@ -3,8 +3,10 @@
 For each profiled rank the unit reads the kernel table once into the rank's op view,
 derives what every rule shares (step windows and breakdown), and calls the
 ``rank_evidence`` of each selected rule that has one — the part of a rule that needs
-the kernel timeline, which stays where it was built. What comes back is a
-:class:`RankDigest`: the op view without its timeline, the derived values, each
+the kernel timeline, which stays where it was built, or that would otherwise run in the
+client for one rank after another. What comes back is a
+:class:`RankDigest`: the op view without its timeline, the derived values the unit
+computed for the client (``Rank.cached(..., hand_over=True)``), each
 rule's evidence, and the diagnostics and failures of that rank (from a pool worker, the
 op view comes back in a file the client reads only if a rule asks for it:
 :mod:`advisor_core.engine.spill`). The client adopts the digests in rank order, so the
@@ -36,8 +38,6 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from advisor_core.diagnostics import Diagnostic, DiagnosticSink
 
-# Derived per-rank values the unit computes once for every rule (Rank.cached keys).
-_DERIVED = ("step_windows", "step_breakdown")
 # Below this much kernel data in a run, worker processes cost more than they save.
 AUTO_PARALLEL_MIN_BYTES = 48 << 20
 CPU_PER_WORKER = 2
@@ -141,7 +141,7 @@ def digest_rank(rank: Any, rules: Sequence[tuple[str, Any]]) -> RankDigest:
             digest.seconds[code] = time.perf_counter() - t
     digest.op_view = view.without_timeline() if view is not None else None
     rank.adopt_op_view(digest.op_view)  # the timeline has served; keep the small part
-    digest.derived = {k: rank.cached(k, lambda: None) for k in _DERIVED if k in rank._derived}
+    digest.derived = rank.handed_over()
     digest.tables = rank.loaded_tables(tables)
     digest.diagnostics = list(sink)
     return digest

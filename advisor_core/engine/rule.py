@@ -147,11 +147,14 @@ class Rule:
         return None
 
     def rank_evidence(self, rank: "Rank") -> Any:
-        """Optional: evidence from one profiled rank that needs its kernel order.
+        """Optional: evidence from one profiled rank that needs its kernel order, or per-rank work.
 
         Called once per rank, where the rank's files are read (a worker process on a
         large run), with the rank's op view built and its timeline
-        (``rank.op_view().timeline``) at hand — the only place kernel order is available.
+        (``rank.op_view().timeline``) at hand — the only place kernel order is available,
+        and the place per-rank work runs on every core: what ``check`` would otherwise
+        compute rank after rank in the client belongs here (a value kept with
+        ``rank.cached(key, ..., hand_over=True)`` comes back with the rank too).
         Return something small and picklable (no kernel rows); ``check`` reads it with
         ``ctx.rank_evidence(rank)``. Use only the rank and ``self.options`` here: the IR
         and the config are the client's. What it returns is kept on the run for these options:

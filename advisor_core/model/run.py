@@ -47,6 +47,7 @@ class Rank:
         self._available: dict[str, list[str] | None] = {}
         self._op_view: Any = None
         self._derived: dict[str, Any] = {}
+        self._handed_over: set[str] = set()  # derived keys a unit run elsewhere sends back (``cached(hand_over=True)``)
         self._routes: dict[str, tuple[TableLoader, Path, str] | None] = {}
         self._db_said: set[tuple[str, str | None]] = set()
         # a table or derived value may be read on a second thread while the kernels are (``prefetch``)
@@ -272,18 +273,27 @@ class Rank:
         finally:
             self._sink = saved
 
-    def cached(self, key: str, compute: Callable[[], Any]) -> Any:
+    def cached(self, key: str, compute: Callable[[], Any], *, hand_over: bool = False) -> Any:
         """A value derived from this rank's tables (a step breakdown …), computed once.
 
-        Derived analyses memoise here so that every rule asking gets the same object, and
-        a worker process can hand its results over with :meth:`adopt_derived`.
+        Derived analyses memoise here so that every rule asking gets the same object.
+        ``hand_over=True`` marks a value the client needs too (small and picklable: no
+        kernel rows): when the rank's unit runs in another process (a pool worker, a Dask
+        worker) it comes back with the unit (:meth:`handed_over`, :meth:`adopt_derived`),
+        and the client does not compute it again, one rank after another, after the units.
         """
+        if hand_over:
+            self._handed_over.add(key)
         if key in self._derived:
             return self._derived[key]
         with self._lock_for(key):  # a second thread asking for the same value waits for the first
             if key not in self._derived:
                 self._derived[key] = compute()
         return self._derived[key]
+
+    def handed_over(self) -> dict[str, Any]:
+        """The derived values computed here with ``hand_over=True`` (see :meth:`cached`), by key."""
+        return {k: self._derived[k] for k in sorted(self._handed_over) if k in self._derived}
 
     def _lock_for(self, key: str) -> threading.RLock:
         with self._locks_guard:
@@ -308,8 +318,9 @@ class Rank:
             pass
 
     def adopt_derived(self, values: Mapping[str, Any]) -> None:
-        """Cache derived values computed elsewhere (a worker process) for this rank."""
+        """Cache derived values computed elsewhere (a worker process's :meth:`handed_over`) for this rank."""
         self._derived.update(values)
+        self._handed_over.update(values)
 
     def loaded_tables(self, names: Iterable[str]) -> dict[tuple[str, tuple[str, ...] | None], LoadedTable | None]:
         """The cached reads of tables ``names`` (to hand over to another process)."""

@@ -399,3 +399,92 @@ def test_options_that_are_not_plain_values_are_not_kept(cluster_run: Path, monke
     results = [session.analyze(select=["RX011"]) for _ in range(2)]
     assert [r.errors for r in results] == [[], []]
     assert len(calls) == 2
+
+
+def _record_phase(monkeypatch, module, name: str, phase: list[str], calls: list[tuple[str, int]]) -> None:
+    """Record (phase, rank) for each call of ``module.name(rank, ...)`` made in this process."""
+    real = getattr(module, name)
+
+    def recorded(rank, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append((phase[0], rank.rank_id))
+        return real(rank, *args, **kwargs)
+
+    monkeypatch.setattr(module, name, recorded)
+
+
+def test_the_data_wait_and_step_means_are_measured_in_the_units_once_per_rank(cluster_run: Path, monkeypatch) -> None:
+    """MD001 and CL003 measure each rank's data wait and mean step figures where the rank is read; the checks
+    after the units (MD001's, the headroom every device-side rule asks for, the cluster picture) read them."""
+    from advisor_core.analyses import cluster
+    from advisor_core.engine import runner
+    from advisor_core.engine.session import Session, SessionOptions
+    from advisor_rules._common import data
+
+    phase = ["before"]
+    calls: list[tuple[str, int]] = []
+    _record_phase(monkeypatch, data, "_data_wait", phase, calls)
+    _record_phase(monkeypatch, cluster, "_step_means", phase, calls)
+    real_units = runner._rank_units
+
+    def units(*args, **kwargs):  # type: ignore[no-untyped-def]
+        phase[0] = "units"
+        try:
+            return real_units(*args, **kwargs)
+        finally:
+            phase[0] = "checks"
+
+    monkeypatch.setattr(runner, "_rank_units", units)
+    result = Session([cluster_run], SessionOptions(jobs=1, autoload_plugins=False)).analyze()
+    assert not result.errors
+    assert {"AL001", "CT001"} <= {f.code for f in result.findings}  # rules that ask for the headroom
+    assert sorted(calls) == sorted([("units", r) for r in range(8)] * 2)  # once per rank each, none after
+
+
+def test_a_worker_hands_over_what_the_units_measured(cluster_run: Path, monkeypatch) -> None:
+    """A pool worker's digest carries the values marked ``hand_over`` (and no other derived value); the client
+    adopts them, and the report is the one the client's own units give (test_worker_processes_give_the_same_report)."""
+    from advisor_core.engine import rankwork
+    from advisor_core.engine.session import Session, SessionOptions
+
+    digests: list = []
+    real = rankwork.adopt_digests
+    monkeypatch.setattr(rankwork, "adopt_digests",
+                        lambda ranks, ds, sink: real(ranks, digests.extend(ds) or digests, sink))
+    session = Session([cluster_run], SessionOptions(jobs=2, autoload_plugins=False))
+    session.analyze()
+    assert len(digests) == 8
+    for d in digests:
+        assert sorted(d.derived) == ["data_wait/0.3/step_time", "step_breakdown", "step_means", "step_windows"]
+        rank = session.run.rank(d.rank_id)
+        assert rank.handed_over().keys() == d.derived.keys()
+        assert rank.cached("step_means", lambda: None) == d.derived["step_means"]
+
+
+def test_only_values_marked_hand_over_are_handed_over(cluster_run: Path) -> None:
+    from advisor_core.engine.session import Session, SessionOptions
+
+    rank = Session([cluster_run], SessionOptions(jobs=1, autoload_plugins=False)).run.rank(0)
+    assert rank.cached("kept_here", lambda: 1) == 1
+    assert rank.cached("sent", lambda: 2, hand_over=True) == 2
+    assert rank.cached("sent", lambda: 3) == 2  # computed once, whoever asks
+    assert rank.cached("asked_for_later", lambda: 4) == 4
+    assert rank.cached("asked_for_later", lambda: 5, hand_over=True) == 4  # marked by any caller
+    assert rank.handed_over() == {"asked_for_later": 4, "sent": 2}
+
+
+def test_a_data_wait_that_fails_in_the_unit_is_reported_once_by_the_check(cluster_run: Path, monkeypatch) -> None:
+    """MD001's unit only measures ahead: a failure there is left to the check, which reports it as it always did."""
+    from advisor_core.engine.session import Session, SessionOptions
+    from advisor_rules._common import data
+
+    real = data._data_wait
+
+    def failing(rank, *args):  # type: ignore[no-untyped-def]
+        if rank.rank_id == 1:
+            raise RuntimeError("queue records unreadable")
+        return real(rank, *args)
+
+    monkeypatch.setattr(data, "_data_wait", failing)
+    result = Session([cluster_run], SessionOptions(jobs=1, autoload_plugins=False)).analyze(select=["MD001"])
+    assert [(e.code, e.message) for e in result.errors] == [
+        ("MD001", "rule MD001 (minddata-bottleneck) raised RuntimeError: queue records unreadable")]

@@ -44,6 +44,7 @@ from advisor_rules._common.data import (
     data_bound_headroom,
     data_wait,
     queue_empty_share,
+    rank_data_wait,
     realised_saving,
     steps_of_whole_run_row,
 )
@@ -139,6 +140,7 @@ __all__ = [
     "data_bound_effect",
     "data_bound_headroom",
     "data_wait",
+    "rank_data_wait",
     "fill_stages_without_ir",
     "ir_dumps_for",
     "ir_location",

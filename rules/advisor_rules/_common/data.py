@@ -151,11 +151,34 @@ def data_wait(ctx: Any, rank: Any, empty_queue_share: float = EMPTY_QUEUE_SHARE)
     least ``empty_queue_share`` of the steady steps (:func:`feeding_verdict`); otherwise the
     wait is 0 — idle time with data at hand is not the pipeline's. Warm-up steps are left out
     everywhere (:mod:`advisor_core.analyses.steady`) and ``Wait.warmup`` says how.
+
+    ``ctx`` (any rule context, or ``None``) only says whether a step time missing from the
+    queue records may come from the rank's step time (``RuleContext.step_time_us``, the same
+    for every context): :func:`rank_data_wait` with ``with_step_time=ctx is not None``.
     """
+    return rank_data_wait(rank, empty_queue_share, with_step_time=ctx is not None)
+
+
+def rank_data_wait(rank: Any, empty_queue_share: float = EMPTY_QUEUE_SHARE, *, with_step_time: bool = True) -> Wait:
+    """:func:`data_wait` of one rank, where no rule context is at hand (a rank's unit).
+
+    Kept on the rank and handed over from the rank's unit (``Rank.cached``): MD001 measures
+    it there (its ``rank_evidence``), on every core, and every rule that asks for the run's
+    headroom afterwards (:func:`data_bound_headroom`) reads it rather than measuring each
+    rank again, one after another, in the client.
+    """
+    key = f"data_wait/{empty_queue_share!r}/{'step_time' if with_step_time else 'records'}"
+    return rank.cached(key, lambda: _data_wait(rank, empty_queue_share, with_step_time), hand_over=True)
+
+
+def _data_wait(rank: Any, empty_queue_share: float, with_step_time: bool) -> Wait:
     import numpy as np
 
     from advisor_core.analyses.steady import steady_steps
-    from advisor_core.analyses.step_time import step_breakdown
+    from advisor_core.analyses.step_time import mean_step_time_us, step_breakdown
+
+    def step_time(rank: Any) -> float | None:
+        return mean_step_time_us(rank) if with_step_time else None
 
     host = host_queue_records(rank)
     dev = device_queue_records(rank)
@@ -202,7 +225,7 @@ def data_wait(ctx: Any, rank: Any, empty_queue_share: float = EMPTY_QUEUE_SHARE)
                 return wait(free, step_us, "device idle (Free) with the feeding queue empty", warm)
             return wait(free, step_us, "device idle (Free)", warm)
     if dev is not None and dev_wait is not None:
-        step_us = ctx.step_time_us(rank) if ctx is not None else None
+        step_us = step_time(rank)
         if step_us is None:
             starts = dev.rows["start_us"].to_numpy(dtype=float)
             step_us = float(np.diff(starts).mean()) if len(starts) > 1 else None  # one dequeue per step
@@ -211,7 +234,7 @@ def data_wait(ctx: Any, rank: Any, empty_queue_share: float = EMPTY_QUEUE_SHARE)
         return wait(dev_wait, step_us, what, "")
     if host is not None and host.rows["get_ms"].notna().any():
         get_us = float(host.rows["get_ms"].mean()) * 1000.0
-        step_us = ctx.step_time_us(rank) if ctx is not None else None
+        step_us = step_time(rank)
         if step_us is None and "timestamp_ms" in host.rows and host.rows["timestamp_ms"].notna().sum() > 1:
             # one record per batch, the consumer takes one batch per step: the records' spacing is the step
             ts = host.rows["timestamp_ms"].dropna().to_numpy(dtype=float)

@@ -10,7 +10,7 @@ from advisor_core.engine import Finding, Measure, Need, Requirements, Rule, Rule
 from advisor_rules.md001_minddata.bottleneck import find_bottleneck
 from advisor_rules.md001_minddata.config_only import config_only
 from advisor_rules.md001_minddata.finding import finding
-from advisor_rules.md001_minddata.wait import Wait, data_wait
+from advisor_rules.md001_minddata.wait import Wait, data_wait, rank_data_wait
 
 
 class MinddataBottleneck(Rule):
@@ -135,6 +135,19 @@ class MinddataBottleneck(Rule):
         cores_per_device: int | None = Field(None, ge=1, description="host CPU cores available per device (default: from the profile or settings)")
         heavy_sample_us: float = Field(1000.0, ge=0, description="config alone: a map costing at least this much CPU per sample is checked, µs")
         headroom_pct: float = Field(20.0, ge=0, lt=100, description="the proposed workers leave the op this share of the compute step idle, %")
+
+    def rank_evidence(self, rank: Any) -> None:
+        """Measure the rank's data wait where the rank is read, on every core (see ``rank_data_wait``).
+
+        It comes back with the rank (``Rank.cached(..., hand_over=True)``) for this rule's
+        check and for the headroom every device-side rule asks for, so the client does not
+        measure rank after rank. Nothing else to return. A rank whose measure fails is left
+        to the check, which measures it again and reports the error where it always did.
+        """
+        try:
+            rank_data_wait(rank, self.options.empty_queue_share)
+        except Exception:  # noqa: BLE001 - said by the check (see the docstring)
+            pass
 
     def measure(self, ctx: RuleContext, finding: Finding) -> Measure | None:
         """The data wait per step on the finding's rank (the time a faster pipeline removes)."""

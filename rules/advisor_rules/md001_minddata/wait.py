@@ -6,6 +6,6 @@ saving shows while the data pipeline bounds the step.
 
 from __future__ import annotations
 
-from advisor_rules._common import Wait, data_wait, queue_empty_share, steps_of_whole_run_row
+from advisor_rules._common import Wait, data_wait, queue_empty_share, rank_data_wait, steps_of_whole_run_row
 
-__all__ = ["Wait", "data_wait", "queue_empty_share", "steps_of_whole_run_row"]
+__all__ = ["Wait", "data_wait", "queue_empty_share", "rank_data_wait", "steps_of_whole_run_row"]
