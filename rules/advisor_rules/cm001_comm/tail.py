@@ -128,7 +128,7 @@ def tail_of(rank: Any, view: Any) -> dict[str, Any] | None:
             "slack_us": receive_slack(view, bwd_ends, waits),
             "ar_name": kernel_scope(first) or first, "windows": bwd_ends,
             "bwd_last": _backward_ends(last_by_op, paths),
-            "bwd_ops": _backward_op_ends(last_by_op, scopes),
+            "bwd_ops": _backward_op_ends(last_by_op, scopes, len(bwd_ends)),
             "fwd_ends": fwd_ends,
             "fwd_order": _forward_order(view, bwd_op | is_comm_op, paths)}
 
@@ -149,16 +149,59 @@ def _backward_last_by_op(view: Any, bwd: np.ndarray, windows: list[tuple[int, in
     return df[df["win"] >= 0].groupby(["op", "win"])["end"].max()
 
 
-def _backward_op_ends(last: pd.Series, scopes: list[str]) -> dict[str, dict[int, int]]:
+def _backward_op_ends(last: pd.Series, scopes: list[str], windows: int) -> OpEnds:
     """Last end (ns) of each backward op (by its IR full name, ``scopes`` per op), per step window
-    (``last``: :func:`_backward_last_by_op`)."""
-    out: dict[str, dict[int, int]] = {}
-    # distinct (op, step) pairs, read as plain ints (a Series walk makes numpy scalars one by one)
-    for op, w, e in zip(last.index.get_level_values(0).tolist(), last.index.get_level_values(1).tolist(),
-                        last.tolist()):
-        d = out.setdefault(scopes[op], {})
-        d[w] = max(d.get(w, 0), e)
-    return out
+    (``last``: :func:`_backward_last_by_op`; ``windows``: how many)."""
+    import numpy as np
+    import pandas as pd
+
+    ops = last.index.get_level_values(0).to_numpy()
+    scope_code, names = pd.factorize(pd.Series(scopes, dtype=object).to_numpy()[ops])
+    ends = np.full((len(names), windows), OpEnds.NONE, dtype="int64")
+    # several ops may share a launch op's full name: the latest of theirs
+    np.maximum.at(ends, (scope_code, last.index.get_level_values(1).to_numpy()), last.to_numpy(dtype="int64"))
+    return OpEnds(list(names), ends)
+
+
+class OpEnds:
+    """The last end (ns) of each backward op's kernels per step window, by the op's IR full name.
+
+    What CM001's check reads of a stage representative's tail (:func:`~advisor_rules.cm001_comm.readiness.
+    readiness`, through :meth:`get`). Every rank's unit measures it and the client keeps it per rank, so
+    it is one array (about 60 KB for a 40-layer model's 2 400 backward ops) rather than a dict of dicts
+    (1.5 MB): at hundreds of ranks the difference is the client's memory. The names are interned when
+    it arrives, so the ranks of a stage share them.
+    """
+
+    NONE = -1  # no kernel of the op in that window
+
+    __slots__ = ("names", "ends", "_rows")
+
+    def __init__(self, names: list[str], ends: np.ndarray) -> None:
+        self.names = names
+        self.ends = ends
+        self._rows: dict[str, int] | None = None
+
+    def get(self, name: str, default: Any = None) -> dict[int, int] | Any:
+        """``{window: end ns}`` of the op ``name`` (its windows with a kernel), else ``default``."""
+        if self._rows is None:
+            self._rows = {n: i for i, n in enumerate(self.names)}
+        row = self._rows.get(name)
+        if row is None:
+            return default
+        return {w: int(e) for w, e in enumerate(self.ends[row].tolist()) if e != self.NONE}
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getstate__(self) -> tuple[list[str], np.ndarray]:
+        return self.names, self.ends
+
+    def __setstate__(self, state: tuple[list[str], np.ndarray]) -> None:
+        import sys
+
+        names, ends = state
+        self.__init__([sys.intern(n) for n in names], ends)  # type: ignore[misc]
 
 
 def _forward_order(view: Any, not_forward: np.ndarray,
