@@ -445,6 +445,7 @@ def test_a_worker_hands_over_what_the_units_measured(cluster_run: Path, monkeypa
     adopts them, and the report is the one the client's own units give (test_worker_processes_give_the_same_report)."""
     from advisor_core.engine import rankwork
     from advisor_core.engine.session import Session, SessionOptions
+    from advisor_core.engine.spill import SpilledOpView
 
     digests: list = []
     real = rankwork.adopt_digests
@@ -453,6 +454,7 @@ def test_a_worker_hands_over_what_the_units_measured(cluster_run: Path, monkeypa
     session = Session([cluster_run], SessionOptions(jobs=2, autoload_plugins=False))
     session.analyze()
     assert len(digests) == 8
+    assert any(isinstance(d.op_view, SpilledOpView) for d in digests)  # some came from a worker process
     for d in digests:
         assert sorted(d.derived) == ["data_wait/0.3/step_time", "step_breakdown", "step_means", "step_windows"]
         rank = session.run.rank(d.rank_id)

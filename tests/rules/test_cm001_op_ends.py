@@ -46,3 +46,9 @@ def test_op_ends_of_a_rank_are_one_array_and_their_names_are_shared_between_rank
     assert ends.get(scope + "x") == {0: 7, 2: 9}
     one, two = (pickle.loads(pickle.dumps(ends)) for _ in range(2))
     assert one.names[0] is two.names[0]  # interned: a client holding many ranks keeps each name once
+
+
+def test_an_op_without_a_name_is_left_out_not_written_into_another_row() -> None:
+    last = pd.Series([5, 7], index=pd.MultiIndex.from_tuples([(0, 0), (1, 0)], names=["op", "win"]))
+    ends = _backward_op_ends(last, ["Gradients/a/MatMul-op1", float("nan")], windows=1)
+    assert ends.names == ["Gradients/a/MatMul-op1"] and ends.get("Gradients/a/MatMul-op1") == {0: 5}

@@ -157,9 +157,11 @@ def _backward_op_ends(last: pd.Series, scopes: list[str], windows: int) -> OpEnd
 
     ops = last.index.get_level_values(0).to_numpy()
     scope_code, names = pd.factorize(pd.Series(scopes, dtype=object).to_numpy()[ops])
+    named = scope_code >= 0  # an op without a name (coded -1) is nothing a gradient's producer can be looked up by
     ends = np.full((len(names), windows), OpEnds.NONE, dtype="int64")
     # several ops may share a launch op's full name: the latest of theirs
-    np.maximum.at(ends, (scope_code, last.index.get_level_values(1).to_numpy()), last.to_numpy(dtype="int64"))
+    np.maximum.at(ends, (scope_code[named], last.index.get_level_values(1).to_numpy()[named]),
+                  last.to_numpy(dtype="int64")[named])
     return OpEnds(list(names), ends)
 
 
