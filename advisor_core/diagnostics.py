@@ -72,9 +72,9 @@ class DiagnosticSink:
         self._items: list[Diagnostic] = []
         self._seen: set[tuple] = set()
 
-    @staticmethod
-    def _ident(diagnostic: Diagnostic) -> tuple:
-        return (
+    def _first_time(self, diagnostic: Diagnostic) -> bool:
+        """Is this the first time ``diagnostic`` is said (same severity, code, place and message)? Remembers it."""
+        ident = (
             diagnostic.severity,
             diagnostic.code,
             diagnostic.path,
@@ -82,11 +82,13 @@ class DiagnosticSink:
             diagnostic.key,
             diagnostic.message,
         )
+        if ident in self._seen:
+            return False
+        self._seen.add(ident)
+        return True
 
     def add(self, diagnostic: Diagnostic) -> Diagnostic:
-        ident = self._ident(diagnostic)
-        if ident not in self._seen:
-            self._seen.add(ident)
+        if self._first_time(diagnostic):
             self._items.append(diagnostic)
         return diagnostic
 
@@ -158,13 +160,7 @@ class DiagnosticSink:
 
     def insert_at(self, mark: int, diagnostics: Iterable[Diagnostic]) -> None:
         """Put ``diagnostics`` (those not said yet) where :meth:`mark` was taken, before what came after it."""
-        fresh = []
-        for d in diagnostics:
-            ident = self._ident(d)
-            if ident not in self._seen:
-                self._seen.add(ident)
-                fresh.append(d)
-        self._items[mark:mark] = fresh
+        self._items[mark:mark] = [d for d in diagnostics if self._first_time(d)]
 
     def __iter__(self) -> Iterator[Diagnostic]:
         return iter(list(self._items))
