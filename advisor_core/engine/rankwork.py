@@ -19,8 +19,9 @@ copy with pandas, pyarrow, the plugins and the rules imported (a fresh interpret
 importing them takes most of a second per worker), and no thread of this process is
 in the middle of anything it could be holding a lock for. Elsewhere they are spawned.
 A worker builds the plugin host from the same options (in a forked one, from modules
-already imported) and reads its rank's files itself; only the rank's
-:class:`RankSource` and the rule codes and options travel to it.
+already imported) and reads its ranks' files itself; only the ranks'
+:class:`RankSource` and the rule codes and options travel to it, as it starts (with
+the queue it takes rank indices from: :mod:`advisor_core.engine.lanes`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import os
 import threading
 import time
 import traceback
-from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from advisor_core.diagnostics import Diagnostic, DiagnosticSink
+from advisor_core.engine.lanes import QueueStuck, SharedRankQueue
 
 # Below this much kernel data in a run, worker processes cost more than they save.
 AUTO_PARALLEL_MIN_BYTES = 48 << 20
@@ -161,21 +162,37 @@ def _base_rank_evidence() -> Callable[..., Any]:
 
 # -- worker side -----------------------------------------------------------------------------------
 
-def _init_worker() -> None:
+def _init_worker(lane: _WorkerLane | None = None) -> None:
     """One core per worker: the pool runs one worker per core it may use, so Arrow's own threads would only contend.
 
-    The collector runs rarely, as in the ``advisor`` process (see ``advisor_core.cli.run_main``).
+    The collector runs rarely, as in the ``advisor`` process (see ``advisor_core.cli.run_main``). ``lane``:
+    where this worker takes its ranks from (:func:`run_next_pool_job`).
     """
     import gc
     import sys
 
     import pyarrow as pa
 
+    global _LANE
+    _LANE = lane
     pa.set_cpu_count(1)
     gc.set_threshold(200_000, 30, 30)
     # A forked worker inherits the client's streams as they are: while the progress display is shown, rich's
     # proxy of stderr, which would redraw the client's bar from here. The worker writes to the real ones.
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+
+
+@dataclass(frozen=True)
+class _WorkerLane:
+    """What a pool worker is given as it starts: the queue it takes rank indices from, the job of each
+    index, and where it spills op views (``None``: in the digest)."""
+
+    queue: SharedRankQueue
+    jobs: tuple[RankJob, ...]
+    spill_dir: str | None
+
+
+_LANE: _WorkerLane | None = None
 
 
 _WORKER_HOSTS: dict[PluginSpec, Any] = {}
@@ -217,6 +234,18 @@ def run_rank_job(job: RankJob) -> RankDigest:
     return digest
 
 
+def run_next_pool_job() -> tuple[int, RankDigest] | None:
+    """A pool worker's job: take the next rank from the left of the lanes' queue and run :func:`run_pool_job` on
+    it; ``None`` when the queue is empty (another lane took the last)."""
+    lane = _LANE
+    if lane is None:
+        raise RuntimeError("run_next_pool_job runs in a pool worker started with its lane (_init_worker)")
+    i = lane.queue.take_left()
+    if i is None:
+        return None
+    return i, run_pool_job(lane.jobs[i], lane.spill_dir)
+
+
 def run_pool_job(job: RankJob, spill_dir: str | None) -> RankDigest:
     """A pool worker's entry point: :func:`run_rank_job`, the op view handed back through a file in ``spill_dir``
     (see :mod:`advisor_core.engine.spill`) rather than in the digest."""
@@ -247,10 +276,6 @@ def _context() -> Any:
 def workers_are_forked() -> bool:
     """Would a pool started here fork its workers (and they inherit what this process holds)?"""
     return bool(_context().get_start_method() == "fork")
-
-
-# A worker is given its next rank before it has finished the last while the queue holds this many per lane.
-QUEUED_AHEAD_WHILE = 2
 
 
 def pool_size(ranks: Sequence[Any], workers: int | None) -> int:
@@ -308,8 +333,9 @@ def run_rank_units(
     core (Arrow's reader included), ``N ≥ 2`` on N single-threaded lanes: this process
     and a pool of N − 1 worker processes, the pool taking the largest ranks first and
     this process the smallest (it starts at once, while a worker is still starting up),
-    each worker given its next rank only when it is free, so the last ranks go to
-    whichever lane is free first. ``None`` picks every core: a pool when the run is large enough to gain
+    from the two ends of one queue they share (:mod:`advisor_core.engine.lanes`): a lane
+    takes its next rank itself when it is free, so the last ranks go to whichever lane
+    is free first. ``None`` picks every core: a pool when the run is large enough to gain
     from it (:data:`AUTO_PARALLEL_MIN_BYTES` of kernel tables), else this process with
     Arrow's threads. ``plugins=None`` (a host built by hand, as tests do) keeps the work
     in this process, since a worker could not rebuild it. ``cluster`` (a
@@ -332,7 +358,7 @@ def run_rank_units(
                 if progress:
                     progress(i + 1, n)
         return out
-    jobs = [RankJob(r._source, tuple((c, dict(raw)) for c, _, raw in rules), plugins) for r in ranks]
+    jobs = tuple(RankJob(r._source, tuple((c, dict(raw)) for c, _, raw in rules), plugins) for r in ranks)
     # largest ranks first, so no lane is left with a big one at the end
     # A forked worker inherits the table read ahead for it; a spawned one inherits nothing (then any read begun
     # ahead is this lane's).
@@ -340,9 +366,10 @@ def run_rank_units(
     by_size = sorted(range(n), key=lambda i: -kernel_bytes([ranks[i]]))
     order = _first_read_ahead(by_size, ranks, workers - 1 if forks else 0)
     # A rank whose op view this process has built (the config's check reads two when there are no IR dumps) is
-    # this lane's, first: a worker would read its kernel table again.
+    # this lane's, before it takes from the queue: a worker would read its kernel table again.
     built = [i for i in order if ranks[i].holds_op_view_timeline()]
-    queue = deque([i for i in order if i not in built] + built[::-1])
+    ctx = _context()
+    queue = SharedRankQueue([i for i in order if i not in built], ctx)
     from advisor_core.loaders import readahead
 
     if forks:
@@ -356,35 +383,36 @@ def run_rank_units(
             if progress:
                 progress(len(results), n)
 
-    def take(from_left: bool) -> int | None:
-        with lock:
-            return (queue.popleft() if from_left else queue.pop()) if queue else None
-
-    # This process is one of the ``workers`` lanes. The pool's lanes take the largest ranks, fed from a thread here
-    # (so feeding them does not hold this lane up); this process the smallest, until none is left.
+    # This process is one of the ``workers`` lanes. The pool's lanes take the largest ranks from the queue's left
+    # (its results collected on a thread here), this process the smallest from its right, until none is left.
     spill = _spill_dir()
-    feeder = _PoolFeeder(workers - 1, jobs, lambda: take(True), finished, lambda: len(queue),
-                         spill.path if spill is not None else None)
-    if forks:  # the workers claim these
-        readahead.discard_paths([p for i in feeder.started for p in _kernel_paths(ranks[i])])
+    feeder = _PoolFeeder(workers - 1, ctx, _WorkerLane(queue, jobs, spill.path if spill is not None else None),
+                         finished)
+    if forks and feeder.error is None:  # the workers claim these: they take the queue's left end first
+        readahead.discard_paths([p for i in order[:workers - 1] if i not in built for p in _kernel_paths(ranks[i])])
     feeder.start()
+    stuck = False
     with _arrow_threads(1):
-        while (i := take(False)) is not None:
+        for i in built:
             finished(i, digest_rank(ranks[i], [(c, inst) for c, inst, _ in rules]))
+        try:
+            while (i := queue.take_right()) is not None:
+                finished(i, digest_rank(ranks[i], [(c, inst) for c, inst, _ in rules]))
+        except QueueStuck:
+            stuck = True
+            feeder.stop()
     feeder.join()
-    if feeder.error is not None and not isinstance(feeder.error, (BrokenProcessPool, OSError)):
+    if feeder.error is not None and not isinstance(feeder.error, (BrokenProcessPool, OSError, QueueStuck)):
         raise feeder.error
-    missing = [i for i in range(n) if i not in results]
-    if missing:
-        # A worker died (killed, out of memory) or could not start: the ranks it did not finish are
-        # analysed here, and the report says so.
-        exc = feeder.error
+    for i in (i for i in range(n) if i not in results):
+        # A worker died (killed, out of memory) with it: analysed here.
+        finished(i, digest_rank(ranks[i], [(c, inst) for c, inst, _ in rules]))
+    exc = feeder.error or (QueueStuck("a worker died holding the rank queue") if stuck else None)
+    if exc is not None:  # the pool stopped (or never started): the report says what ran where
+        here = [i for i in range(n) if i not in feeder.finished_ranks]
         note = (f"worker processes stopped ({type(exc).__name__}: {exc or 'a worker died'}); "
-                f"{len(missing)} of {n} rank(s) analysed in this process instead")
-        for i in missing:
-            finished(i, digest_rank(ranks[i], [(c, inst) for c, inst, _ in rules]))
-        results[missing[0]].diagnostics.insert(0, Diagnostic(severity="warning", code="workers-failed",
-                                                              message=note))
+                f"{len(here)} of {n} rank(s) analysed in this process instead")
+        results[here[0]].diagnostics.insert(0, Diagnostic(severity="warning", code="workers-failed", message=note))
     if spill is not None:
         _attach_spilled(results, ranks, spill)
     return [results[i] for i in range(n)]
@@ -437,54 +465,56 @@ def _first_read_ahead(order: Sequence[int], ranks: Sequence[Any], pool_lanes: in
     return pool_first + rest + client_first
 
 
+# Jobs in flight per worker: one running, one waiting in its pipe, which it begins the moment the first ends.
+JOBS_PER_WORKER = 2
+
+
 class _PoolFeeder(threading.Thread):
-    """Runs rank jobs on a pool of ``size`` worker processes, taking each next job from ``take`` (``None``: no
-    more) as a worker frees up, and handing each digest to ``finished``; ``remaining()`` is how many ranks
-    the queue behind ``take`` still holds.
+    """Runs a pool of ``size`` worker processes that take their ranks from ``lane.queue`` (the left end), and
+    hands each digest to ``finished`` (on this thread).
 
-    The pool starts in the constructor, on the caller's thread, with the first jobs of each worker: with the
-    ``fork`` start method that is when the workers are forked (all of them, at the first job), so the caller
-    creates the feeder before it starts anything else. ``started`` lists the ranks given then. ``start()``
-    feeds the rest from this thread.
+    A job names no rank: a worker takes one as it begins the job (:func:`run_next_pool_job`). So each worker
+    is kept :data:`JOBS_PER_WORKER` jobs while the queue is not empty: the next one waits in its pipe, and the
+    worker goes on with it at once, without a round trip through the client, whose own lane holds the
+    interpreter its threads need; and still no rank waits in a busy lane's pipe while another lane is free.
+    A job begun after the last rank was taken returns ``None``.
 
-    Two jobs per worker while the queue holds :data:`QUEUED_AHEAD_WHILE` ranks per lane: the second waits in
-    the worker's pipe, and the worker goes on with it at once. With one, it idled 35–95 ms a rank while its
-    digest travelled back and the next job came (each hop waits for the interpreter, which the client's own
-    lane holds). One near the end, not all submitted at once: a rank no worker has begun stays in the queue,
-    where whichever lane frees up first takes it. ``error`` is what stopped the pool (then the ranks it held
-    are not finished; the caller analyses them).
+    The pool starts in the constructor, on the caller's thread, with the first jobs: with the ``fork`` start
+    method that is when the workers are forked (all of them, at the first job), so the caller creates the
+    feeder before it starts anything else. ``start()`` collects the results and keeps the workers fed from
+    this thread. ``error`` is what stopped the pool (then the ranks its workers had taken are not finished;
+    the caller analyses them).
     """
 
-    def __init__(self, size: int, jobs: Sequence[RankJob], take: Callable[[], int | None],
-                 finished: Callable[[int, RankDigest], None], remaining: Callable[[], int] = lambda: 0,
-                 spill_dir: str | None = None) -> None:
+    def __init__(self, size: int, ctx: Any, lane: _WorkerLane, finished: Callable[[int, RankDigest], None]) -> None:
         super().__init__(name="advisor-pool-feeder", daemon=True)
-        self._size, self._jobs, self._take, self._finished = size, jobs, take, finished
-        self._remaining, self._spill_dir = remaining, spill_dir
+        self._size, self._queue, self._finished = size, lane.queue, finished
         self.error: BaseException | None = None
-        self._running: dict[Future[RankDigest], int] = {}
+        self._running: set[Future[tuple[int, RankDigest] | None]] = set()
+        self.finished_ranks: set[int] = set()  # the ranks whose digests came from the pool
         self._pool: ProcessPoolExecutor | None = None
-        self.started: list[int] = []  # the ranks given to the workers as they were forked
         try:
-            self._pool = ProcessPoolExecutor(max_workers=size, mp_context=_context(), initializer=_init_worker)
+            self._pool = ProcessPoolExecutor(max_workers=size, mp_context=ctx, initializer=_init_worker,
+                                             initargs=(lane,))
             _widen_result_pipe(self._pool)
             with _forking():
-                self._submit_while_free()
-            self.started = list(self._running.values())
+                self._submit_while_queued()
         except BaseException as exc:  # noqa: BLE001 - as in run(): the client analyses what the pool did not
             self.error = exc
             if self._pool is not None:
                 _stop(self._pool)
             self._pool = None
 
-    def _submit_while_free(self) -> None:
+    def _submit_while_queued(self) -> None:
         assert self._pool is not None
-        while len(self._running) < self._in_flight() and (i := self._take()) is not None:
-            self._running[self._pool.submit(run_pool_job, self._jobs[i], self._spill_dir)] = i
+        while len(self._running) < self._size * JOBS_PER_WORKER and len(self._queue) > len(self._running):
+            self._running.add(self._pool.submit(run_next_pool_job))
 
-    def _in_flight(self) -> int:
-        lanes = self._size + 1  # the workers and this process
-        return self._size * (2 if self._remaining() >= QUEUED_AHEAD_WHILE * lanes else 1)
+    def stop(self) -> None:
+        """Stop the workers (the pool is then broken: :meth:`run` ends with that error)."""
+        if self._pool is not None:
+            for proc in list((getattr(self._pool, "_processes", None) or {}).values()):  # None once broken
+                proc.terminate()
 
     def run(self) -> None:
         from concurrent.futures import FIRST_COMPLETED, wait
@@ -494,12 +524,16 @@ class _PoolFeeder(threading.Thread):
         try:
             with self._pool:
                 while True:
-                    self._submit_while_free()
+                    self._submit_while_queued()
                     if not self._running:
                         return
                     done, _ = wait(self._running, return_when=FIRST_COMPLETED)
                     for fut in done:
-                        self._finished(self._running.pop(fut), fut.result())
+                        self._running.discard(fut)
+                        taken = fut.result()
+                        if taken is not None:
+                            self.finished_ranks.add(taken[0])
+                            self._finished(*taken)
         except BaseException as exc:  # noqa: BLE001 - handed to the client, which decides
             self.error = exc
 
@@ -549,7 +583,7 @@ def _forking() -> Iterator[None]:
 def _stop(pool: ProcessPoolExecutor) -> None:
     """Stop a pool that failed to start: the workers it forked before the failure are waiting for work that
     will not come, and the interpreter waits for them at exit."""
-    processes = list(getattr(pool, "_processes", {}).values())  # concurrent.futures keeps them by pid
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # concurrent.futures keeps them by pid
     for proc in processes:
         proc.terminate()
     for proc in processes:

@@ -7,6 +7,7 @@ inherits.
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import multiprocessing.context as mpc
 import os
@@ -241,13 +242,95 @@ def test_the_ranks_read_ahead_come_first_in_their_lanes(monkeypatch) -> None:
     assert rankwork._first_read_ahead([3, 1, 2], ranks, 1) == [3, 1, 2]
 
 
-def test_a_worker_is_given_its_next_rank_ahead_while_the_queue_is_long() -> None:
-    remaining = [10]
-    feeder = rankwork._PoolFeeder.__new__(rankwork._PoolFeeder)
-    feeder._size, feeder._remaining = 1, lambda: remaining[0]
-    assert feeder._in_flight() == 2  # one running, one waiting in its pipe
-    remaining[0] = rankwork.QUEUED_AHEAD_WHILE * 2 - 1  # two lanes: the end is near
-    assert feeder._in_flight() == 1  # a rank not begun stays where either lane can take it
+def test_a_worker_takes_its_rank_from_the_queue_as_it_begins_a_job(monkeypatch) -> None:
+    from advisor_core.engine.lanes import SharedRankQueue
+
+    queue = SharedRankQueue([4, 0, 2], mp.get_context("fork"))
+    jobs = tuple(f"job {i}" for i in range(5))
+    monkeypatch.setattr(rankwork, "_LANE", rankwork._WorkerLane(queue, jobs, "/spill"))  # type: ignore[arg-type]
+    monkeypatch.setattr(rankwork, "run_pool_job", lambda job, spill: (job, spill))
+    assert queue.take_right() == 2  # the client's lane took one meanwhile
+    assert rankwork.run_next_pool_job() == (4, ("job 4", "/spill"))
+    assert rankwork.run_next_pool_job() == (0, ("job 0", "/spill"))
+    assert rankwork.run_next_pool_job() is None  # a job begun after the last was taken
+
+
+def _lanes_of(monkeypatch) -> dict[int, int]:  # type: ignore[no-untyped-def]
+    """Which process analysed each rank (filled as the client adopts the digests)."""
+    lanes: dict[int, int] = {}
+    real_digest, real_adopt = rankwork.digest_rank, rankwork.adopt_digests
+
+    def digest(rank, rules):  # type: ignore[no-untyped-def]
+        d = real_digest(rank, rules)
+        d.seconds["lane-pid"] = os.getpid()
+        return d
+
+    def adopt(ranks, digests, sink):  # type: ignore[no-untyped-def]
+        digests = list(digests)
+        lanes.update({d.rank_id: int(d.seconds.pop("lane-pid")) for d in digests})
+        return real_adopt(ranks, digests, sink)
+
+    monkeypatch.setattr(rankwork, "digest_rank", digest)
+    monkeypatch.setattr(rankwork, "adopt_digests", adopt)
+    return lanes
+
+
+def test_no_rank_waits_for_a_busy_worker_while_the_client_lane_is_free(three_ranks: Path, tmp_path: Path,
+                                                                       monkeypatch) -> None:
+    """A worker is kept a second job in its pipe, but the job names no rank: a worker held up by a slow rank does
+    not hold the next one, which the free lane takes."""
+    from advisor_core.cli import main
+
+    client = os.getpid()
+    lanes = _lanes_of(monkeypatch)
+    real_digest, slowed = rankwork.digest_rank, []
+
+    def slow_first_in_a_worker(rank, rules):  # type: ignore[no-untyped-def]
+        if os.getpid() != client and not slowed:
+            slowed.append(rank.rank_id)  # this worker's copy of the list
+            time.sleep(2.0)
+        return real_digest(rank, rules)
+
+    monkeypatch.setattr(rankwork, "digest_rank", slow_first_in_a_worker)
+    out = tmp_path / "r.json"
+    main(["analyze", str(three_ranks), "--no-plugins", "--jobs", "2", "--format", "json", "-o", str(out), "--quiet"])
+    assert sorted(lanes) == [0, 1, 2]
+    assert sorted(pid == client for pid in lanes.values()) == [False, True, True]  # the worker did its first only
+
+
+@pytest.mark.parametrize("jobs", ["2", "3"])  # with a second worker, its take meets the lock held too
+def test_a_worker_dead_inside_a_take_leaves_its_ranks_to_the_client(jobs: str, three_ranks: Path, tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    """A worker killed while it holds the queue's lock: the client's next take says so after the timeout, stops
+    the pool and analyses every rank not finished; the report is the one ``--jobs 1`` gives, with the note."""
+    from advisor_core.cli import main
+    from advisor_core.engine.lanes import SharedRankQueue
+
+    client = os.getpid()
+    real_take = SharedRankQueue.take_left
+
+    def die_holding_the_lock(self):  # type: ignore[no-untyped-def]
+        if os.getpid() != client:
+            self._lock.acquire()
+            os._exit(3)
+        return real_take(self)
+
+    out = {jobs: tmp_path / f"r{jobs}.json" for jobs in (1, 2)}
+    main(["analyze", str(three_ranks), "--no-plugins", "--jobs", "1", "--format", "json", "-o", str(out[1]), "--quiet"])
+    monkeypatch.setattr(SharedRankQueue, "take_left", die_holding_the_lock)
+    monkeypatch.setattr(SharedRankQueue, "LOCK_TIMEOUT_S", 0.5)
+    try:
+        main(["analyze", str(three_ranks), "--no-plugins", "--jobs", jobs, "--format", "json", "-o", str(out[2]),
+              "--quiet"])
+    finally:
+        for child in mp.active_children():
+            child.terminate()
+    one, two = (json.loads(out[j].read_text()) for j in (1, 2))
+    notes = [d["message"] for d in two.pop("diagnostics") if d["code"] == "workers-failed"]
+    one.pop("diagnostics")
+    assert one == two
+    assert len(notes) == 1 and notes[0].startswith("worker processes stopped (")
+    assert notes[0].endswith("of 3 rank(s) analysed in this process instead")
 
 
 def test_a_worker_lets_go_of_the_reads_it_inherited_once_its_rank_is_done(three_ranks: Path, monkeypatch) -> None:
@@ -269,7 +352,7 @@ def test_a_rank_whose_op_view_is_built_here_stays_in_this_lane(tmp_path: Path, m
     from advisor_core.engine.session import Session, SessionOptions
 
     log = _log_kernel_reads(tmp_path / "reads.log", monkeypatch)
-    # four ranks: the worker is given two as it is forked, rank 0 among them unless this lane keeps it
+    # four ranks: the worker takes from the queue's left, where rank 0 would be unless this lane keeps it
     four_ranks = kitchen_sink_profile(tmp_path / "four", ranks=4, steps=1)
     config = four_ranks.parent / "config" / "kitchen-sink.yaml"
     reports = {}
