@@ -153,6 +153,62 @@ def test_spawned_workers_need_an_importable_main(monkeypatch) -> None:
     assert rankwork._workers_can_start()  # a forked worker imports nothing again
 
 
+SPAWNING_MAIN = """
+import multiprocessing as mp
+import os
+import sys
+import time
+
+from advisor_core.engine import rankwork
+
+rankwork._context = lambda: mp.get_context("spawn")  # as on macOS and Windows
+
+if __name__ == "__mp_main__":  # a spawned worker: say which ranks it took
+    take = rankwork.run_next_pool_job
+
+    def said():
+        taken = take()
+        with open(os.environ["TAKEN_LOG"], "a") as log:
+            log.write(f"{taken[0] if taken else None}\\n")
+        return taken
+
+    rankwork.run_next_pool_job = said
+
+if __name__ == "__main__":
+    from advisor_core.cli import main
+
+    digest = rankwork.digest_rank
+
+    def slowly(rank, rules):  # this lane waits, so that the worker, a second or so to start, takes some
+        time.sleep(1.5)
+        return digest(rank, rules)
+
+    rankwork.digest_rank = slowly
+    sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_spawned_workers_take_their_ranks_from_the_queue_they_are_given(three_ranks: Path, tmp_path: Path) -> None:
+    """Where workers are spawned, the queue and the jobs reach them as they start (pickled then, as
+    ``multiprocessing``'s lock allows only then): the report is the one ``--jobs 1`` gives."""
+    import subprocess
+
+    from advisor_core.cli import main
+
+    script, log = tmp_path / "spawning.py", tmp_path / "taken.log"
+    script.write_text(SPAWNING_MAIN, encoding="utf-8")
+    out = {jobs: tmp_path / f"r{jobs}.json" for jobs in (1, 2)}
+    main(["analyze", str(three_ranks), "--no-plugins", "--jobs", "1", "--format", "json", "-o", str(out[1]), "--quiet"])
+    proc = subprocess.run([sys.executable, str(script), "analyze", str(three_ranks), "--no-plugins", "--jobs", "2",
+                           "--format", "json", "-o", str(out[2]), "--quiet"], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "TAKEN_LOG": str(log)})
+    assert proc.returncode == 1, proc.stderr  # findings
+    assert proc.stderr == ""  # no worker failed
+    assert out[1].read_text() == out[2].read_text()
+    taken = [line for line in log.read_text().splitlines() if line != "None"]
+    assert taken and len(set(taken)) == len(taken)  # the worker analysed some, each once
+
+
 def _kernel_csvs(profile: Path) -> list[Path]:
     return sorted(profile.rglob("kernel_details.csv"))
 
