@@ -506,8 +506,10 @@ class _PoolFeeder(threading.Thread):
             self._pool = None
 
     def _submit_while_queued(self) -> None:
+        """Top the workers up to :data:`JOBS_PER_WORKER` jobs each while a rank is queued: also when fewer are
+        queued than jobs are out, since a job out may be a busy worker's (a job left over returns ``None``)."""
         assert self._pool is not None
-        while len(self._running) < self._size * JOBS_PER_WORKER and len(self._queue) > len(self._running):
+        while len(self._running) < self._size * JOBS_PER_WORKER and len(self._queue) > 0:
             self._running.add(self._pool.submit(run_next_pool_job))
 
     def stop(self) -> None:

@@ -311,6 +311,32 @@ def test_a_worker_takes_its_rank_from_the_queue_as_it_begins_a_job(monkeypatch) 
     assert rankwork.run_next_pool_job() is None  # a job begun after the last was taken
 
 
+def test_a_busy_worker_keeps_its_next_job_waiting_while_any_rank_is_queued() -> None:
+    """Near the end too: one rank left and a worker busy with its last, the worker still has a job in its pipe,
+    which takes the rank the moment the worker is free (else it waited for a round trip through the client)."""
+    from advisor_core.engine.lanes import SharedRankQueue
+
+    class CountingPool:
+        def __init__(self) -> None:
+            self.submitted = 0
+
+        def submit(self, fn):  # type: ignore[no-untyped-def]
+            self.submitted += 1
+            return object()
+
+    feeder = rankwork._PoolFeeder.__new__(rankwork._PoolFeeder)
+    feeder._size, feeder._pool, feeder._running = 1, CountingPool(), {object()}  # one job out: a busy worker's
+    feeder._queue = SharedRankQueue([7], mp.get_context("fork"))
+    feeder._submit_while_queued()
+    assert feeder._pool.submitted == 1 and len(feeder._running) == rankwork.JOBS_PER_WORKER
+    feeder._submit_while_queued()
+    assert feeder._pool.submitted == 1  # two per worker at most
+    feeder._running = set()
+    assert feeder._queue.take_right() == 7
+    feeder._submit_while_queued()
+    assert feeder._pool.submitted == 1  # none queued: nothing more to give
+
+
 def _lanes_of(monkeypatch) -> dict[int, int]:  # type: ignore[no-untyped-def]
     """Which process analysed each rank (filled as the client adopts the digests)."""
     lanes: dict[int, int] = {}
