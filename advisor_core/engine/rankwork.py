@@ -369,10 +369,15 @@ def run_rank_units(
     # this lane's, before it takes from the queue: a worker would read its kernel table again.
     built = [i for i in order if ranks[i].holds_op_view_timeline()]
     ctx = _context()
-    queue = SharedRankQueue([i for i in order if i not in built], ctx)
+    try:
+        queue = SharedRankQueue([i for i in order if i not in built], ctx)
+    except OSError as exc:  # no lock between processes here (no POSIX semaphores): every rank in this process
+        queue, no_pool = SharedRankQueue([i for i in order if i not in built]), exc
+    else:
+        no_pool = None
     from advisor_core.loaders import readahead
 
-    if forks:
+    if forks and no_pool is None:
         readahead.wait_all()  # no Arrow read may run in this process as it forks; the workers inherit the tables
     results: dict[int, RankDigest] = {}
     lock = threading.Lock()
@@ -385,34 +390,38 @@ def run_rank_units(
 
     # This process is one of the ``workers`` lanes. The pool's lanes take the largest ranks from the queue's left
     # (its results collected on a thread here), this process the smallest from its right, until none is left.
-    spill = _spill_dir()
-    feeder = _PoolFeeder(workers - 1, ctx, _WorkerLane(queue, jobs, spill.path if spill is not None else None),
-                         finished)
-    if forks and feeder.error is None:  # the workers claim these: they take the queue's left end first
+    spill = _spill_dir() if no_pool is None else None
+    if no_pool is None:
+        feeder = _PoolFeeder(workers - 1, ctx, _WorkerLane(queue, jobs, spill.path if spill is not None else None),
+                             finished)
+    else:
+        feeder = _PoolFeeder.not_started(no_pool)
+    started = feeder.error is None
+    if forks and started:  # the workers claim these: they take the queue's left end first
         readahead.discard_paths([p for i in order[:workers - 1] if i not in built for p in _kernel_paths(ranks[i])])
     feeder.start()
-    stuck = False
     with _arrow_threads(1):
         for i in built:
             finished(i, digest_rank(ranks[i], [(c, inst) for c, inst, _ in rules]))
         try:
-            while (i := queue.take_right()) is not None:
+            # Once the pool has stopped, a lock a dead worker left held is not waited for any longer.
+            while (i := queue.take_right(give_up=feeder.stopped)) is not None:
                 finished(i, digest_rank(ranks[i], [(c, inst) for c, inst, _ in rules]))
         except QueueStuck:
-            stuck = True
-            feeder.stop()
+            feeder.stop()  # then what is still queued is left to the loop below
     feeder.join()
     if feeder.error is not None and not isinstance(feeder.error, (BrokenProcessPool, OSError, QueueStuck)):
         raise feeder.error
-    for i in (i for i in range(n) if i not in results):
-        # A worker died (killed, out of memory) with it: analysed here.
+    # What the workers took and did not finish (a worker died: killed, out of memory), or left queued when this
+    # lane stopped taking: analysed here.
+    missing = [i for i in range(n) if i not in results]
+    for i in missing:
         finished(i, digest_rank(ranks[i], [(c, inst) for c, inst, _ in rules]))
-    exc = feeder.error or (QueueStuck("a worker died holding the rank queue") if stuck else None)
-    if exc is not None:  # the pool stopped (or never started): the report says what ran where
-        here = [i for i in range(n) if i not in feeder.finished_ranks]
-        note = (f"worker processes stopped ({type(exc).__name__}: {exc or 'a worker died'}); "
-                f"{len(here)} of {n} rank(s) analysed in this process instead")
-        results[here[0]].diagnostics.insert(0, Diagnostic(severity="warning", code="workers-failed", message=note))
+    if feeder.error is not None and (missing or not started):  # the report says what ran where
+        count = missing if started else range(n)
+        note = (f"worker processes stopped ({type(feeder.error).__name__}: {feeder.error or 'a worker died'}); "
+                f"{len(count)} of {n} rank(s) analysed in this process instead")
+        results[count[0]].diagnostics.insert(0, Diagnostic(severity="warning", code="workers-failed", message=note))
     if spill is not None:
         _attach_spilled(results, ranks, spill)
     return [results[i] for i in range(n)]
@@ -491,7 +500,6 @@ class _PoolFeeder(threading.Thread):
         self._size, self._queue, self._finished = size, lane.queue, finished
         self.error: BaseException | None = None
         self._running: set[Future[tuple[int, RankDigest] | None]] = set()
-        self.finished_ranks: set[int] = set()  # the ranks whose digests came from the pool
         self._pool: ProcessPoolExecutor | None = None
         try:
             self._pool = ProcessPoolExecutor(max_workers=size, mp_context=ctx, initializer=_init_worker,
@@ -504,6 +512,18 @@ class _PoolFeeder(threading.Thread):
             if self._pool is not None:
                 _stop(self._pool)
             self._pool = None
+
+    @classmethod
+    def not_started(cls, error: BaseException) -> _PoolFeeder:
+        """A feeder whose pool could not be made (``error``): it runs nothing."""
+        feeder = cls.__new__(cls)
+        threading.Thread.__init__(feeder, name="advisor-pool-feeder", daemon=True)
+        feeder.error, feeder._pool, feeder._running = error, None, set()
+        return feeder
+
+    def stopped(self) -> bool:
+        """Has the pool stopped with an error (its workers gone)?"""
+        return self.error is not None and not self.is_alive()
 
     def _submit_while_queued(self) -> None:
         """Top the workers up to :data:`JOBS_PER_WORKER` jobs each while a rank is queued: also when fewer are
@@ -534,7 +554,6 @@ class _PoolFeeder(threading.Thread):
                         self._running.discard(fut)
                         taken = fut.result()
                         if taken is not None:
-                            self.finished_ranks.add(taken[0])
                             self._finished(*taken)
         except BaseException as exc:  # noqa: BLE001 - handed to the client, which decides
             self.error = exc

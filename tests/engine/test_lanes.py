@@ -15,9 +15,9 @@ CTX = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
 
 
 @given(order=st.lists(st.integers(0, 10_000), unique=True, max_size=40),
-       ends=st.lists(st.booleans(), max_size=50))
-def test_takes_from_either_end_give_each_index_once(order: list[int], ends: list[bool]) -> None:
-    queue = SharedRankQueue(order, CTX)
+       ends=st.lists(st.booleans(), max_size=50), shared=st.booleans())
+def test_takes_from_either_end_give_each_index_once(order: list[int], ends: list[bool], shared: bool) -> None:
+    queue = SharedRankQueue(order, CTX if shared else None)  # None: for this process's threads only
     lefts, rights = [], []
     for left in ends:
         got = queue.take_left() if left else queue.take_right()
@@ -57,6 +57,49 @@ def test_processes_taking_at_once_share_the_indices_out() -> None:
     assert sorted(mine + theirs[0] + theirs[1]) == order  # each once, whoever took it
     assert theirs[0] == sorted(theirs[0]) and theirs[1] == sorted(theirs[1])  # from the left, in order
     assert mine == sorted(mine, reverse=True)
+
+
+def _hold_the_lock(queue: SharedRankQueue, held, release) -> None:  # type: ignore[no-untyped-def]
+    queue._lock.acquire()
+    held.set()
+    release.wait(30)
+    queue._lock.release()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked processes")
+def test_the_lock_is_one_across_processes(monkeypatch) -> None:
+    """While another process holds the lock, a take here waits for it (then gives up): one lock, not a copy."""
+    queue = SharedRankQueue([1, 2, 3], CTX)
+    held, release = CTX.Event(), CTX.Event()
+    holder = CTX.Process(target=_hold_the_lock, args=(queue, held, release))
+    holder.start()
+    try:
+        assert held.wait(30)
+        monkeypatch.setattr(SharedRankQueue, "LOCK_TIMEOUT_S", 0.2)
+        with pytest.raises(QueueStuck):
+            queue.take_left()
+    finally:
+        release.set()
+        holder.join(30)
+    assert queue.take_left() == 1  # let go: the take that gave up took nothing
+
+
+def test_a_take_stops_waiting_once_told_to_give_up(monkeypatch) -> None:
+    """Once the pool is gone, a lock a dead worker left held is not waited for until the timeout."""
+    queue = SharedRankQueue([1, 2], CTX)
+    monkeypatch.setattr(SharedRankQueue, "LOCK_TIMEOUT_S", 60.0)
+    monkeypatch.setattr(SharedRankQueue, "LOCK_POLL_S", 0.01)
+    asked = []
+
+    def gone() -> bool:
+        asked.append(1)
+        return len(asked) >= 2
+
+    queue._lock.acquire()
+    with pytest.raises(QueueStuck):
+        queue.take_right(give_up=gone)
+    assert len(asked) == 2  # asked after each slice of the wait, given up at the second
+    queue._lock.release()
 
 
 def test_a_lock_never_let_go_is_said(monkeypatch) -> None:

@@ -129,6 +129,30 @@ def test_a_pool_that_fails_to_fork_leaves_no_worker_behind(three_ranks: Path, tm
             child.terminate()
 
 
+def test_where_processes_cannot_share_a_lock_every_rank_runs_here(three_ranks: Path, tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    """No POSIX semaphores (some sandboxes): the rank queue cannot be made, the pool is not started, and the
+    report is the one ``--jobs 1`` gives, with a note."""
+    from advisor_core.cli import main
+
+    class NoSemaphores(mpc.ForkContext):
+        def Lock(self):  # type: ignore[no-untyped-def]
+            raise OSError(38, "Function not implemented")
+
+    out = {jobs: tmp_path / f"r{jobs}.json" for jobs in (1, 2)}
+    main(["analyze", str(three_ranks), "--no-plugins", "--jobs", "1", "--format", "json", "-o", str(out[1]), "--quiet"])
+    monkeypatch.setattr(rankwork, "_context", NoSemaphores)
+    assert main(["analyze", str(three_ranks), "--no-plugins", "--jobs", "2", "--format", "json", "-o", str(out[2]),
+                 "--quiet"]) == 1
+    one, two = (json.loads(out[j].read_text()) for j in (1, 2))
+    assert [d["message"] for d in two.pop("diagnostics")] == [
+        "worker processes stopped (OSError: [Errno 38] Function not implemented); 3 of 3 rank(s) analysed in this "
+        "process instead"]
+    one.pop("diagnostics")
+    assert one == two
+    assert mp.active_children() == []
+
+
 def test_a_worker_writes_to_the_real_streams(monkeypatch) -> None:
     import gc
     import io
