@@ -342,6 +342,7 @@ def run_rank_units(
     :class:`~advisor_core.engine.dask_units.DaskUnits`) sends the units to Dask instead.
     """
     n = len(ranks)
+    instances = [(code, inst) for code, inst, _ in rules]  # what digest_rank takes
     if cluster is not None:
         if plugins is None:
             from advisor_core.engine.dask_units import SchedulerError
@@ -354,7 +355,7 @@ def run_rank_units(
         out = []
         with _arrow_threads(1 if single_core else None):
             for i, r in enumerate(ranks):
-                out.append(digest_rank(r, [(c, inst) for c, inst, _ in rules]))
+                out.append(digest_rank(r, instances))
                 if progress:
                     progress(i + 1, n)
         return out
@@ -368,11 +369,12 @@ def run_rank_units(
     # A rank whose op view this process has built (the config's check reads two when there are no IR dumps) is
     # this lane's, before it takes from the queue: a worker would read its kernel table again.
     built = [i for i in order if ranks[i].holds_op_view_timeline()]
+    queued = [i for i in order if i not in built]
     ctx = _context()
     try:
-        queue = SharedRankQueue([i for i in order if i not in built], ctx)
+        queue = SharedRankQueue(queued, ctx)
     except OSError as exc:  # no lock between processes here (no POSIX semaphores): every rank in this process
-        queue, no_pool = SharedRankQueue([i for i in order if i not in built]), exc
+        queue, no_pool = SharedRankQueue(queued), exc
     else:
         no_pool = None
     from advisor_core.loaders import readahead
@@ -402,11 +404,11 @@ def run_rank_units(
     feeder.start()
     with _arrow_threads(1):
         for i in built:
-            finished(i, digest_rank(ranks[i], [(c, inst) for c, inst, _ in rules]))
+            finished(i, digest_rank(ranks[i], instances))
         try:
             # Once the pool has stopped, a lock a dead worker left held is not waited for any longer.
             while (i := queue.take_right(give_up=feeder.stopped)) is not None:
-                finished(i, digest_rank(ranks[i], [(c, inst) for c, inst, _ in rules]))
+                finished(i, digest_rank(ranks[i], instances))
         except QueueStuck:
             feeder.stop()  # then what is still queued is left to the loop below
     feeder.join()
@@ -416,7 +418,7 @@ def run_rank_units(
     # lane stopped taking: analysed here.
     missing = [i for i in range(n) if i not in results]
     for i in missing:
-        finished(i, digest_rank(ranks[i], [(c, inst) for c, inst, _ in rules]))
+        finished(i, digest_rank(ranks[i], instances))
     if feeder.error is not None and (missing or not started):  # the report says what ran where
         count = missing if started else range(n)
         note = (f"worker processes stopped ({type(feeder.error).__name__}: {feeder.error or 'a worker died'}); "
@@ -535,7 +537,7 @@ class _PoolFeeder(threading.Thread):
     def stop(self) -> None:
         """Stop the workers (the pool is then broken: :meth:`run` ends with that error)."""
         if self._pool is not None:
-            for proc in list((getattr(self._pool, "_processes", None) or {}).values()):  # None once broken
+            for proc in _processes_of(self._pool):
                 proc.terminate()
 
     def run(self) -> None:
@@ -601,10 +603,15 @@ def _forking() -> Iterator[None]:
         gc.unfreeze()  # here only: the workers keep theirs frozen
 
 
+def _processes_of(pool: ProcessPoolExecutor) -> list[Any]:
+    """The pool's worker processes (``concurrent.futures`` keeps them by pid; ``None`` once the pool is broken)."""
+    return list((getattr(pool, "_processes", None) or {}).values())
+
+
 def _stop(pool: ProcessPoolExecutor) -> None:
     """Stop a pool that failed to start: the workers it forked before the failure are waiting for work that
     will not come, and the interpreter waits for them at exit."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())  # concurrent.futures keeps them by pid
+    processes = _processes_of(pool)
     for proc in processes:
         proc.terminate()
     for proc in processes:
